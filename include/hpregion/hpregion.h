@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hpregion — large memory regions really backed by huge pages.
+ *
+ * One API over the three ways Linux hands out huge pages: anonymous THP,
+ * shmem/tmpfs mounted huge=, and hugetlbfs. Regions are created, faulted in
+ * by parallel NUMA-aware workers, given back lazily, collapsed on demand and
+ * measured from what the kernel reports (smaps), not from bookkeeping.
+ *
+ * Conventions (see docs/design.md):
+ *  - Every function that can fail returns 0 or a negative errno. errno is
+ *    never the only report. hpr_strerror() explains an error and says what
+ *    to do about it.
+ *  - Thread safety: all functions on one region may be called concurrently
+ *    from any thread, except hpr_destroy(), which must not race with any
+ *    other call on the same region. Different regions are independent.
+ *  - The library never prints, never aborts and never changes system-wide
+ *    settings. Install a log callback with hpr_set_log() to see its reasons.
+ */
+#ifndef HPREGION_HPREGION_H
+#define HPREGION_HPREGION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(HPR_BUILDING_LIBRARY) && defined(__GNUC__)
+#define HPR_API __attribute__((visibility("default")))
+#else
+#define HPR_API
+#endif
+
+#define HPR_VERSION_MAJOR 0
+#define HPR_VERSION_MINOR 1
+#define HPR_VERSION_PATCH 0
+
+typedef struct hpr_region hpr_region;
+
+enum hpr_backend {
+	HPR_BACKEND_AUTO = 0, /* hugetlb -> shmem on a huge tmpfs (path) -> THP */
+	HPR_BACKEND_THP,      /* private anonymous memory, MADV_HUGEPAGE */
+	HPR_BACKEND_SHMEM,    /* file on tmpfs mounted huge=, or a memfd */
+	HPR_BACKEND_HUGETLB,  /* file on hugetlbfs, or an MFD_HUGETLB memfd */
+};
+
+enum hpr_numa_policy {
+	HPR_NUMA_DEFAULT = 0, /* the thread's policy, usually local first touch */
+	HPR_NUMA_BIND,	      /* only on numa_nodes; fail rather than spill */
+	HPR_NUMA_INTERLEAVE,  /* round robin across numa_nodes */
+	HPR_NUMA_PREFERRED,   /* first node of numa_nodes, spill elsewhere */
+};
+
+/* Flags for hpr_config.flags. Unknown bits are -EINVAL. */
+#define HPR_F_SHARED (1u << 0)	       /* MAP_SHARED; hpr_fd() can be passed on */
+#define HPR_F_FALLBACK (1u << 1)       /* allow base pages where huge can't be had */
+#define HPR_F_PREFAULT (1u << 2)       /* fault everything in before create returns */
+#define HPR_F_PREFAULT_ASYNC (1u << 3) /* start background prefault at create */
+#define HPR_F_LOCK (1u << 4)	       /* mlock the region (after prefault) */
+#define HPR_F_KEEP_FILE (1u << 5)      /* keep the file under path after destroy */
+#define HPR_F_GUARD (1u << 6)	       /* debug: released pages PROT_NONE until faulted */
+#define HPR_F_PSI_RECLAIM (1u << 7)    /* reclaim lazily released pages under PSI pressure */
+#define HPR_F_ALL_                                                              \
+	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | \
+	 HPR_F_LOCK | HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
+
+/*
+ * Region configuration. Fill it with hpr_config_init() and set what you need.
+ * hpr_config_init() records sizeof(struct hpr_config) as seen by the caller's
+ * header in struct_size, so a caller built against an older header keeps
+ * working (missing fields take their defaults) and a caller built against a
+ * newer one is refused with -E2BIG only if it set a field this library does
+ * not know.
+ */
+struct hpr_config {
+	size_t struct_size;	 /* set by hpr_config_init(); do not touch */
+	size_t size;		 /* bytes, rounded up to page_size */
+	enum hpr_backend backend;
+	size_t page_size;	 /* 0: default huge page size of the backend */
+	const char *path;	 /* dir on tmpfs huge= or hugetlbfs; NULL: memfd */
+	const char *name;	 /* label: file/memfd name, VMA name, stats */
+	unsigned flags;		 /* HPR_F_* */
+	enum hpr_numa_policy numa_policy;
+	const char *numa_nodes;	 /* "0", "0-1", "0,2", "all"; NULL: all */
+	unsigned workers;	 /* fault-in threads; 0: one per allowed CPU */
+	size_t lazy_budget;	 /* shmem/hugetlb: lazily released bytes kept
+				    before reclaim punches holes; 0: no limit */
+	unsigned psi_stall_us;	 /* HPR_F_PSI_RECLAIM: "some" stall trigger per
+				    1 s window; 0: 100000 (100 ms) */
+};
+
+HPR_API void hpr_config_init_sized(struct hpr_config *cfg, size_t struct_size);
+
+/* Fill @cfg with defaults: AUTO backend, default page size, memfd, 0 flags. */
+static inline void hpr_config_init(struct hpr_config *cfg)
+{
+	hpr_config_init_sized(cfg, sizeof(*cfg));
+}
+
+/*
+ * Create a region. On success *out holds the region and 0 is returned.
+ * Errors: -EINVAL (bad config: size 0 or overflowing, unknown backend, flag
+ * or policy, page size not offered, path not on tmpfs/hugetlbfs, bad
+ * nodestring), -ENOENT (path missing), -ENOTDIR, -EACCES, -ENOMEM (hugetlb
+ * pool or memory too small), -ENOSPC (mount's size= too small),
+ * -EOPNOTSUPP (huge pages can't be had this way and no HPR_F_FALLBACK),
+ * -E2BIG (config fields unknown to this library are set), or an error of
+ * the prefault when HPR_F_PREFAULT is set. After a failure nothing is left
+ * mapped, no file is left behind and hugetlb reservations are returned.
+ */
+HPR_API int hpr_create(const struct hpr_config *cfg, hpr_region **out);
+
+/* Unmap and free the region; stops background work first. NULL is a no-op
+ * returning 0. Must not race with other calls on the same region. */
+HPR_API int hpr_destroy(hpr_region *r);
+
+HPR_API void *hpr_base(const hpr_region *r);
+HPR_API size_t hpr_size(const hpr_region *r);
+HPR_API size_t hpr_page_size(const hpr_region *r);
+HPR_API enum hpr_backend hpr_backend_of(const hpr_region *r);
+/* The backing fd (shmem, hugetlb), or -1 for private anonymous memory. */
+HPR_API int hpr_fd(const hpr_region *r);
+HPR_API const char *hpr_name(const hpr_region *r);
+HPR_API const char *hpr_backend_name(enum hpr_backend b);
+
+/*
+ * Fault [off, off+len) in, widened to whole huge pages, using the region's
+ * workers, and return when done. Each huge page is populated exactly once
+ * however many threads ask. Pages the background prefault has not reached
+ * are served by the caller at once.
+ * Errors: -EINVAL (range outside the region), -ENOMEM (hugetlb pool, cgroup
+ * or memory exhausted), -ENOSPC (the mount's size= is full), -EHWPOISON,
+ * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed),
+ * -ECANCELED (not used by fault-in). hpr_fault_error() gives the first
+ * failing offset.
+ */
+HPR_API int hpr_fault_in(hpr_region *r, size_t off, size_t len);
+
+/* Start faulting [off, off+len) in on the workers and return at once.
+ * -EBUSY if a background job is already running. */
+HPR_API int hpr_prefault_start(hpr_region *r, size_t off, size_t len);
+/* Wait for the background job; returns its first error, -ECANCELED if it
+ * was cancelled, 0 if none was started. */
+HPR_API int hpr_prefault_wait(hpr_region *r);
+/* Bytes of the background job done so far, and its total. */
+HPR_API int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total);
+/* Ask the background job to stop after the pages in flight. Returns 0 even
+ * when there is no job. Follow with hpr_prefault_wait(). */
+HPR_API int hpr_prefault_cancel(hpr_region *r);
+/* The first fault error recorded for the region and its offset (-1 if none).
+ * Returns the error (0 if none). Cleared by a successful fault of that page. */
+HPR_API int hpr_fault_error(const hpr_region *r, size_t *off);
+
+/*
+ * Give [off, off+len) back lazily; its contents become undefined. Only whole
+ * huge pages are released; partial ones are remembered until the rest of
+ * the huge page is released too. Call hpr_fault_in() before writing the
+ * range again; each 4 KiB page then holds its old data or zeros, never data
+ * from elsewhere. THP: MADV_FREE. shmem/hugetlb: a state change only;
+ * hpr_reclaim(), the lazy budget or PSI pressure punch holes later.
+ * Errors: -EINVAL (range), -EPERM (region is mlocked: MADV_FREE would be a
+ * no-op; unlock with HPR_F_LOCK off).
+ */
+HPR_API int hpr_release_lazy(hpr_region *r, size_t off, size_t len);
+/* Discard up to max_bytes (0: all) of lazily released memory now. */
+HPR_API int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed);
+/*
+ * MADV_COLLAPSE [off, off+len) on the workers. *collapsed (may be NULL) is
+ * the number of bytes of the range PMD-mapped afterwards, measured from the
+ * kernel. Errors: -EINVAL, -EOPNOTSUPP (kernel < 6.1 or backend/mount can't),
+ * -ENOMEM (no free huge page), -EAGAIN (pages busy after retries).
+ */
+HPR_API int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed);
+
+#define HPR_MAX_NODES 64
+
+struct hpr_stats {
+	size_t size;		/* bytes mapped */
+	size_t resident;	/* kernel: Rss + hugetlb of the region's VMAs */
+	size_t huge_mapped;	/* kernel: AnonHugePages/ShmemPmdMapped/
+				   FilePmdMapped, Shared/Private_Hugetlb */
+	size_t lazy;		/* THP: kernel LazyFree; shmem/hugetlb: released
+				   and not yet reclaimed (table) */
+	enum hpr_backend backend;
+	size_t page_size;
+	size_t pages_total;	/* huge pages in the region */
+	size_t pages_present;	/* table: faulted in */
+	size_t pages_lazy;	/* table: released, not reclaimed */
+	uint64_t populate_calls; /* populate syscalls issued */
+	uint64_t reclaimed_bytes;  /* total discarded by reclaim */
+	uint64_t collapsed_pages;  /* huge pages MADV_COLLAPSE succeeded on */
+	size_t small_mapped;	/* resident but not huge-mapped (fallback) */
+	unsigned nr_nodes;	/* entries valid in node_resident */
+	size_t node_resident[HPR_MAX_NODES]; /* move_pages query per node */
+	int snapshot_io;	/* last save/load: 1 io_uring, 2 pread/pwrite */
+	uint64_t reserved_[16];
+};
+#define HPR_IO_URING 1
+#define HPR_IO_PREADWRITE 2
+
+/* Fill *st from the kernel (smaps of the region's VMAs) and the library's
+ * counters. Per-node residency costs a move_pages() query per huge page. */
+HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
+
+/*
+ * Save the region's contents to fd (a regular file, truncated and rewritten),
+ * skipping never-faulted and all-zero huge pages (holes). Load reads such a
+ * file into a region of the same size and page size, faulting in exactly the
+ * saved pages. io_uring where available, pread/pwrite otherwise.
+ * Errors: -EBADMSG (corrupt or truncated), -EINVAL (size/page-size mismatch,
+ * not a snapshot), -EIO, -ENOSPC. A failed load stores the number of bytes
+ * of the region it changed in *changed (may be NULL).
+ */
+#define HPR_SNAP_NO_URING (1u << 0) /* force pread/pwrite */
+#define HPR_SNAP_NO_DIRECT (1u << 1) /* never use O_DIRECT */
+HPR_API int hpr_save(hpr_region *r, int fd, unsigned flags);
+HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
+
+/* What this machine offers; read once, cached, never written. */
+struct hpr_probe_info {
+	int thp_enabled;       /* HPR_THP_* */
+	int thp_defrag;	       /* HPR_THP_* */
+	int shmem_enabled;     /* HPR_SHMEM_* */
+	size_t thp_pmd_size;
+	unsigned nr_hugetlb_sizes;
+	struct {
+		size_t page_size;
+		unsigned long total, free, reserved, surplus;
+		unsigned long node_free[HPR_MAX_NODES];
+		unsigned long node_total[HPR_MAX_NODES];
+		long long cgroup_limit; /* bytes; -1: none */
+	} hugetlb[4];
+	unsigned nr_nodes;
+	bool have_populate;	/* MADV_POPULATE_WRITE (5.14) */
+	bool have_collapse;	/* MADV_COLLAPSE (6.1) */
+	bool have_pagemap_scan; /* PAGEMAP_SCAN (6.7) */
+	bool have_anon_vma_name; /* PR_SET_VMA_ANON_NAME (5.17) */
+	bool have_psi;
+	int kernel_major, kernel_minor;
+};
+enum { HPR_THP_ALWAYS, HPR_THP_MADVISE, HPR_THP_NEVER, HPR_THP_DEFER,
+       HPR_THP_DEFER_MADVISE, HPR_THP_UNKNOWN };
+enum { HPR_SHMEM_ALWAYS, HPR_SHMEM_WITHIN_SIZE, HPR_SHMEM_ADVISE,
+       HPR_SHMEM_NEVER, HPR_SHMEM_DENY, HPR_SHMEM_FORCE, HPR_SHMEM_UNKNOWN };
+
+HPR_API int hpr_probe(struct hpr_probe_info *info);
+
+/* Explain err (a negative errno from this library). When err is the last
+ * error this thread got from the library, the text has that failure's
+ * details (counts, paths, which knob to turn). Never NULL. */
+HPR_API const char *hpr_strerror(int err);
+HPR_API const char *hpr_version(void);
+
+enum hpr_log_level { HPR_LOG_ERROR, HPR_LOG_WARN, HPR_LOG_INFO, HPR_LOG_DEBUG };
+typedef void (*hpr_log_fn)(enum hpr_log_level level, const char *msg, void *arg);
+/* Install a process-wide log callback (NULL: silent, the default). */
+HPR_API void hpr_set_log(hpr_log_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HPREGION_HPREGION_H */

@@ -1,0 +1,690 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Backends and the AUTO chain.
+ *
+ *  THP      private anonymous memory at a huge-page-aligned address (no
+ *           wasted head or tail), MADV_HUGEPAGE, VMA named "hpr:<name>".
+ *  SHMEM    a 0600 O_EXCL file on a tmpfs mount (its huge= option read from
+ *           mountinfo), or a memfd "hpr:<name>". Where the fault path gives
+ *           small pages (huge=never, shmem_enabled=never) but MADV_COLLAPSE
+ *           exists (6.1), pages are populated then collapsed.
+ *  HUGETLB  a file on hugetlbfs, or an MFD_HUGETLB memfd; MAP_SHARED, so the
+ *           kernel reserves the whole pool at mmap time and a short pool is
+ *           -ENOMEM here, never a SIGBUS on first touch.
+ *  AUTO     hugetlb when the pool (per bound node, and the hugetlb cgroup)
+ *           can hold the region -> shmem on the given huge tmpfs -> THP
+ *           (shmem memfd for HPR_F_SHARED).
+ */
+#define _GNU_SOURCE
+#include "backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+#ifndef F_SEAL_SHRINK
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+
+static _Atomic uint64_t anon_seq;
+static _Atomic unsigned file_seq;
+
+static const char *const shmem_huge_names[] = { "always", "within_size", "advise",
+						"never", "deny", "force" };
+
+int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
+{
+	struct statfs sf;
+	struct stat st;
+	static char mi[1 << 16];
+	static pthread_mutex_t mi_mu = PTHREAD_MUTEX_INITIALIZER;
+	struct hpr__mount mnt;
+	char real[4096];
+	ssize_t got;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (stat(dir, &st))
+		return hpr__fail(-errno, "path '%s': %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return hpr__fail(-ENOTDIR, "path '%s' is not a directory: give a "
+					   "directory on a tmpfs huge= or hugetlbfs mount",
+				 dir);
+	rc = hpr__os->statfs(dir, &sf);
+	if (rc)
+		return hpr__fail(rc, "statfs('%s'): %s", dir, strerror(-rc));
+	m->fstype = (long)sf.f_type;
+	if (m->fstype != TMPFS_MAGIC && m->fstype != (long)HUGETLBFS_MAGIC)
+		return hpr__fail(-EINVAL,
+				 "path '%s' is not on tmpfs or hugetlbfs (f_type %#lx): "
+				 "mount one, e.g. `mount -t tmpfs -o huge=always none DIR` "
+				 "or `mount -t hugetlbfs none DIR`",
+				 dir, (unsigned long)sf.f_type);
+	m->avail = sf.f_blocks ? (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize : UINT64_MAX;
+	if (m->fstype == (long)HUGETLBFS_MAGIC) {
+		m->page_size = (size_t)sf.f_bsize;
+		m->huge = HPR_SHMEM_ALWAYS;
+		return 0;
+	}
+	/* tmpfs: huge= lives in the super options of mountinfo */
+	m->huge = HPR_SHMEM_NEVER;
+	if (!realpath(dir, real))
+		snprintf(real, sizeof(real), "%s", dir);
+	pthread_mutex_lock(&mi_mu);
+	got = hpr__os->read_file("/proc/self/mountinfo", mi, sizeof(mi));
+	if (got > 0 && !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev),
+					    minor(st.st_dev), real, &mnt)) {
+		char v[32];
+
+		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1) {
+			m->huge = HPR_SHMEM_NEVER;
+			for (int k = 0; k < 6; k++)
+				if (!strcmp(v, shmem_huge_names[k]))
+					m->huge = k;
+		}
+		snprintf(m->mnt_point, sizeof(m->mnt_point), "%s", mnt.mnt_point);
+	}
+	pthread_mutex_unlock(&mi_mu);
+	return 0;
+}
+
+/* Reserve size+align of address space, trim to an aligned window, and map
+ * there. Nothing is wasted: head and tail of the reservation are unmapped. */
+static int map_aligned(hpr_region *r, int flags, int fd)
+{
+	void *res = NULL, *got = NULL;
+	uintptr_t a;
+	size_t span = r->size + r->page_size;
+	int rc;
+
+	rc = hpr__os->mmap(NULL, span, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &res);
+	if (rc)
+		return hpr__fail(rc, "cannot reserve %zu bytes of address space: %s",
+				 span, strerror(-rc));
+	a = ((uintptr_t)res + r->page_size - 1) & ~(uintptr_t)(r->page_size - 1);
+	if (a > (uintptr_t)res)
+		hpr__os->munmap(res, a - (uintptr_t)res);
+	if ((uintptr_t)res + span > a + r->size)
+		hpr__os->munmap((void *)(a + r->size), (uintptr_t)res + span - (a + r->size));
+	rc = hpr__os->mmap((void *)a, r->size, PROT_READ | PROT_WRITE, flags | MAP_FIXED,
+			   fd, 0, &got);
+	if (rc) {
+		hpr__os->munmap((void *)a, r->size);
+		return rc;
+	}
+	r->base = got;
+	return 0;
+}
+
+static int thp_mode(void)
+{
+	/* mTHP kernels (6.8+) have a per-size switch that can override */
+	char buf[128], p[128];
+	static const char *const n[] = { "always", "inherit", "madvise", "never" };
+	int g = hpr__caps()->info.thp_enabled;
+	ssize_t got;
+	int k;
+
+	snprintf(p, sizeof(p),
+		 "/sys/kernel/mm/transparent_hugepage/hugepages-%zukB/enabled",
+		 hpr__caps()->info.thp_pmd_size >> 10);
+	got = hpr__os->read_file(p, buf, sizeof(buf));
+	if (got <= 0)
+		return g;
+	k = hpr__parse_sysfs_mode(buf, (size_t)got, n, 4);
+	if (k == 0)
+		return HPR_THP_ALWAYS;
+	if (k == 2)
+		return HPR_THP_MADVISE;
+	if (k == 3)
+		return HPR_THP_NEVER;
+	return g;
+}
+
+static void set_sizes(hpr_region *r, size_t size, size_t ps)
+{
+	r->page_size = ps;
+	r->page_shift = (unsigned)__builtin_ctzl(ps);
+	r->size = (size + ps - 1) & ~(ps - 1);
+	r->npages = r->size >> r->page_shift;
+}
+
+static int check_size(const struct hpr_config *c, size_t ps)
+{
+	if (c->size > SIZE_MAX - ps)
+		return hpr__fail(-EINVAL, "hpr_create: size %#zx overflows when rounded "
+					  "up to the page size",
+				 c->size);
+	return 0;
+}
+
+static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
+{
+	const struct hpr__caps *caps = hpr__caps();
+	size_t ps = caps->info.thp_pmd_size;
+	int rc;
+
+	if (c->page_size && c->page_size != ps)
+		return hpr__fail(-EINVAL, "THP page size is %zu on this machine, not %zu",
+				 ps, c->page_size);
+	if ((rc = check_size(c, ps)))
+		return rc;
+	set_sizes(r, c->size, ps);
+	r->backend = HPR_BACKEND_THP;
+	r->degraded = degrade;
+	r->fault_huge = !degrade;
+	rc = map_aligned(r, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
+	if (rc)
+		return hpr__fail(rc, "cannot map %zu bytes of anonymous memory: %s",
+				 r->size, strerror(-rc));
+	if (!degrade)
+		hpr__os->madvise(r->base, r->size, MADV_HUGEPAGE);
+	{
+		char nm[80];
+
+		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
+		/* PR_SET_VMA_ANON_NAME (5.17, CONFIG_ANON_VMA_NAME): best effort */
+		prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)r->base,
+		      r->size, nm);
+	}
+	r->obj_key = (1ULL << 63) | atomic_fetch_add(&anon_seq, 1);
+	return 0;
+}
+
+/* Does the shmem fault path give huge pages; can collapse make them? */
+static void shmem_policy(int mount_huge, bool memfd, bool *fault, bool *coll)
+{
+	const struct hpr__caps *caps = hpr__caps();
+	int g = caps->info.shmem_enabled;
+
+	*coll = caps->info.have_collapse && g != HPR_SHMEM_DENY;
+	if (g == HPR_SHMEM_DENY) {
+		*fault = false;
+		return;
+	}
+	if (g == HPR_SHMEM_FORCE) {
+		*fault = true;
+		return;
+	}
+	if (memfd)
+		*fault = g == HPR_SHMEM_ALWAYS || g == HPR_SHMEM_WITHIN_SIZE ||
+			 g == HPR_SHMEM_ADVISE;
+	else
+		*fault = mount_huge == HPR_SHMEM_ALWAYS ||
+			 mount_huge == HPR_SHMEM_WITHIN_SIZE ||
+			 mount_huge == HPR_SHMEM_ADVISE || mount_huge == HPR_SHMEM_FORCE;
+}
+
+static int open_file(hpr_region *r, const char *dir, bool hugetlb)
+{
+	char p[4096];
+	int fd;
+
+	for (int t = 0; t < 100; t++) {
+		snprintf(p, sizeof(p), "%s/hpr-%s-%d-%u", dir, r->name, (int)getpid(),
+			 atomic_fetch_add(&file_seq, 1));
+		fd = hpr__os->open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd != -EEXIST)
+			break;
+	}
+	if (fd < 0)
+		return hpr__fail(fd, "cannot create a file in '%s': %s", dir,
+				 strerror(-fd));
+	(void)hugetlb;
+	r->file_path = strdup(p);
+	if (!r->file_path) {
+		hpr__os->unlink(p);
+		hpr__os->close(fd);
+		return hpr__fail(-ENOMEM, "out of memory");
+	}
+	return fd;
+}
+
+static void drop_file(hpr_region *r)
+{
+	if (r->fd >= 0)
+		hpr__os->close(r->fd);
+	r->fd = -1;
+	if (r->file_path) {
+		hpr__os->unlink(r->file_path);
+		free(r->file_path);
+		r->file_path = NULL;
+	}
+}
+
+/* Map the fd (sized, sealed) and finish a file-backed region. */
+static int map_file(hpr_region *r)
+{
+	uint64_t dev = 0, ino = 0;
+	int rc;
+
+	rc = hpr__os->ftruncate(r->fd, (off_t)r->size);
+	if (rc)
+		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s",
+				 r->size, strerror(-rc));
+	if (r->is_memfd) {
+		/* nobody may shrink or grow it under its users (SIGBUS) */
+		hpr__os->add_seals(r->fd, F_SEAL_SHRINK | F_SEAL_GROW);
+	}
+	rc = map_aligned(r, MAP_SHARED | (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE),
+			 r->fd);
+	if (rc)
+		return rc;
+	if (r->backend == HPR_BACKEND_SHMEM)
+		hpr__os->madvise(r->base, r->size, MADV_HUGEPAGE);
+	if (!(r->flags & HPR_F_SHARED))
+		/* a private region's file is ours alone: a forked child must
+		 * not share its later writes */
+		hpr__os->madvise(r->base, r->size, MADV_DONTFORK);
+	if (!hpr__os->stat_dev_ino(NULL, r->fd, &dev, &ino))
+		r->obj_key = (dev << 40) ^ ino;
+	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE)) {
+		hpr__os->unlink(r->file_path);
+		free(r->file_path);
+		r->file_path = NULL;
+	}
+	return 0;
+}
+
+static int setup_shmem(hpr_region *r, const struct hpr_config *c,
+		       const struct hpr__mountcheck *m, bool degrade)
+{
+	const struct hpr__caps *caps = hpr__caps();
+	size_t ps = caps->info.thp_pmd_size;
+	bool fault, coll;
+	int rc;
+
+	if (c->page_size && c->page_size != ps)
+		return hpr__fail(-EINVAL, "shmem huge page size is %zu on this machine, "
+					  "not %zu",
+				 ps, c->page_size);
+	if ((rc = check_size(c, ps)))
+		return rc;
+	set_sizes(r, c->size, ps);
+	r->backend = HPR_BACKEND_SHMEM;
+	shmem_policy(m ? m->huge : -1, !m, &fault, &coll);
+	if (!degrade && !fault && !coll) {
+		if (m)
+			return hpr__fail(-EOPNOTSUPP,
+					 "tmpfs at '%s' gives no huge pages (huge= %s, "
+					 "shmem_enabled %s) and MADV_COLLAPSE is %s: remount "
+					 "with -o huge=always or pass HPR_F_FALLBACK",
+					 c->path, shmem_huge_names[m->huge < 6 ? m->huge : 3],
+					 caps->info.shmem_enabled < 6
+						 ? shmem_huge_names[caps->info.shmem_enabled]
+						 : "?",
+					 caps->info.have_collapse ? "denied" : "missing (< 6.1)");
+		return hpr__fail(-EOPNOTSUPP,
+				 "a memfd gets no huge pages here (shmem_enabled %s, "
+				 "MADV_COLLAPSE %s): echo advise > "
+				 "/sys/kernel/mm/transparent_hugepage/shmem_enabled, give "
+				 "a path on a tmpfs mounted huge=always, or pass HPR_F_FALLBACK",
+				 caps->info.shmem_enabled < 6
+					 ? shmem_huge_names[caps->info.shmem_enabled]
+					 : "?",
+				 caps->info.have_collapse ? "denied" : "missing (< 6.1)");
+	}
+	r->degraded = degrade && !fault && !coll;
+	r->fault_huge = fault && !r->degraded;
+	r->collapse_after = !fault && coll && !r->degraded;
+	if (m && m->avail < r->size) {
+		char a[32], s[32];
+
+		return hpr__fail(-ENOSPC,
+				 "tmpfs at '%s' has %s free, region needs %s: remount "
+				 "with a larger size= (mount -o remount,size=...)",
+				 c->path, hpr__fmt_size((size_t)m->avail, a, sizeof(a)),
+				 hpr__fmt_size(r->size, s, sizeof(s)));
+	}
+	if (m) {
+		rc = open_file(r, c->path, false);
+	} else {
+		char nm[80];
+
+		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
+		rc = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (rc < 0)
+			rc = hpr__fail(rc, "memfd_create: %s", strerror(-rc));
+		r->is_memfd = true;
+	}
+	if (rc < 0)
+		return rc;
+	r->fd = rc;
+	rc = map_file(r);
+	if (rc) {
+		drop_file(r);
+		return rc;
+	}
+	return 0;
+}
+
+static size_t default_hugetlb_size(void)
+{
+	const struct hpr__caps *caps = hpr__caps();
+
+	if (hpr__hugetlb_size_supported(caps->info.thp_pmd_size))
+		return caps->info.thp_pmd_size;
+	return caps->info.nr_hugetlb_sizes ? caps->info.hugetlb[0].page_size : 0;
+}
+
+/* Can the hugetlb pool hold npages now? Fills why on no. */
+static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why,
+			size_t wlen)
+{
+	unsigned long total = 0, free_ = 0, resv = 0, surp = 0, over = 0;
+	char p[160], b[32], sz[32];
+	long long cg;
+
+	hpr__fmt_size(ps, sz, sizeof(sz));
+	if (hpr__hugetlb_pool(ps, -1, &total, &free_, &resv, &surp)) {
+		snprintf(why, wlen, "no hugetlb pool of %s pages", sz);
+		return -EOPNOTSUPP;
+	}
+	snprintf(p, sizeof(p), "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_overcommit_hugepages",
+		 ps >> 10);
+	if (hpr__os->read_file(p, b, sizeof(b)) > 0)
+		hpr__parse_ulong(b, strlen(b), &over);
+	{
+		unsigned long avail = free_ > resv ? free_ - resv : 0;
+		unsigned long room = avail + (over > surp ? over - surp : 0);
+
+		if (room < npages) {
+			snprintf(why, wlen,
+				 "hugetlb pool has %lu free %s pages (%lu reserved, %lu "
+				 "total), region needs %zu: raise /proc/sys/vm/nr_hugepages "
+				 "(echo %lu > /sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages)",
+				 avail, sz, resv, total, npages,
+				 total + (unsigned long)npages - room, ps >> 10);
+			return -ENOMEM;
+		}
+	}
+	if (r->numa.active && r->numa.policy == HPR_NUMA_BIND) {
+		/* reservations are global; faults are per node: check the nodes */
+		unsigned long nfree = 0;
+
+		for (unsigned n = 0; n < HPR_MAX_NODES; n++) {
+			unsigned long f = 0;
+
+			if (!(r->numa.mask[n / (8 * sizeof(long))] &
+			      (1UL << (n % (8 * sizeof(long))))))
+				continue;
+			if (!hpr__hugetlb_pool(ps, (int)n, NULL, &f, NULL, NULL))
+				nfree += f;
+		}
+		if (nfree < npages) {
+			snprintf(why, wlen,
+				 "the bound NUMA nodes have %lu free %s hugetlb pages, "
+				 "region needs %zu: raise "
+				 "/sys/devices/system/node/nodeN/hugepages/hugepages-%zukB/nr_hugepages",
+				 nfree, sz, npages, ps >> 10);
+			return -ENOMEM;
+		}
+	}
+	cg = hpr__hugetlb_cgroup_room(ps);
+	if (cg >= 0 && (unsigned long long)cg < (unsigned long long)npages * ps) {
+		snprintf(why, wlen,
+			 "the hugetlb cgroup allows %lld more bytes of %s pages, region "
+			 "needs %zu: raise hugetlb.*.max / limit_in_bytes",
+			 cg, sz, npages * ps);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
+			 const struct hpr__mountcheck *m)
+{
+	size_t ps = m ? m->page_size : (c->page_size ? c->page_size : default_hugetlb_size());
+	char why[400], sz[32];
+	int rc;
+
+	if (!ps || !hpr__hugetlb_size_supported(ps))
+		return hpr__fail(c->page_size ? -EINVAL : -EOPNOTSUPP,
+				 "hugetlb page size %zu is not offered by this kernel "
+				 "(see /sys/kernel/mm/hugepages)",
+				 ps);
+	if (m && c->page_size && c->page_size != ps)
+		return hpr__fail(-EINVAL,
+				 "hugetlbfs at '%s' has %s pages, config asks for %zu: "
+				 "mount one with -o pagesize=",
+				 c->path, hpr__fmt_size(ps, sz, sizeof(sz)), c->page_size);
+	if ((rc = check_size(c, ps)))
+		return rc;
+	set_sizes(r, c->size, ps);
+	r->backend = HPR_BACKEND_HUGETLB;
+	r->fault_huge = true;
+	rc = hugetlb_room(r, ps, r->npages, why, sizeof(why));
+	if (rc)
+		return hpr__fail(rc, "%s", why);
+	if (m && m->avail < r->size) {
+		char a[32];
+
+		return hpr__fail(-ENOSPC, "hugetlbfs at '%s' has %s free (size=), region "
+					  "needs %s: remount with a larger size=",
+				 c->path, hpr__fmt_size((size_t)m->avail, a, sizeof(a)),
+				 hpr__fmt_size(r->size, sz, sizeof(sz)));
+	}
+	if (m) {
+		rc = open_file(r, c->path, true);
+	} else {
+		char nm[80];
+
+		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
+		rc = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB |
+						       ((unsigned)__builtin_ctzl(ps) << MFD_HUGE_SHIFT));
+		if (rc < 0)
+			rc = hpr__fail(rc, "memfd_create(MFD_HUGETLB): %s", strerror(-rc));
+		r->is_memfd = true;
+	}
+	if (rc < 0)
+		return rc;
+	r->fd = rc;
+	rc = map_file(r);
+	if (rc) {
+		drop_file(r);
+		if (rc == -ENOMEM) {
+			/* the pool shrank between our check and the reservation */
+			return hpr__fail(-ENOMEM, "the hugetlb pool could not reserve %zu %s "
+						  "pages: raise /proc/sys/vm/nr_hugepages",
+					 r->npages, hpr__fmt_size(ps, sz, sizeof(sz)));
+		}
+		return rc;
+	}
+	return 0;
+}
+
+static void reset_region(hpr_region *r)
+{
+	r->base = NULL;
+	r->size = r->page_size = r->npages = 0;
+	r->fd = -1;
+	r->is_memfd = false;
+	r->fault_huge = r->collapse_after = r->degraded = false;
+}
+
+static int finish(hpr_region *r)
+{
+	int rc = hpr__numa_apply(&r->numa, r->base, r->size);
+
+	if (rc) {
+		hpr__backend_destroy(r);
+		return rc;
+	}
+	return 0;
+}
+
+static int create_auto(hpr_region *r, const struct hpr_config *c)
+{
+	struct hpr__mountcheck m;
+	bool have_mount = false;
+	bool shared = c->flags & HPR_F_SHARED;
+	char reasons[900] = "";
+	size_t used = 0;
+	int rc;
+
+#define NOTE(...)                                                                    \
+	do {                                                                         \
+		int n_ = snprintf(reasons + used, sizeof(reasons) - used, __VA_ARGS__); \
+		if (n_ > 0 && (size_t)n_ < sizeof(reasons) - used)                  \
+			used += (size_t)n_;                                          \
+	} while (0)
+
+	if (c->path) {
+		rc = hpr__mount_check(c->path, &m);
+		if (rc)
+			return rc;
+		have_mount = true;
+	}
+	/* 1. hugetlb */
+	if (!have_mount || m.fstype == (long)HUGETLBFS_MAGIC) {
+		rc = setup_hugetlb(r, c, have_mount ? &m : NULL);
+		if (!rc)
+			return finish(r);
+		if (rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -ENOSPC)
+			return rc;
+		NOTE("hugetlb: %s; ", hpr_strerror(rc));
+		reset_region(r);
+	}
+	/* 2. shmem on the given tmpfs */
+	if (have_mount && m.fstype == TMPFS_MAGIC) {
+		rc = setup_shmem(r, c, &m, false);
+		if (!rc)
+			return finish(r);
+		if (rc != -EOPNOTSUPP)
+			return rc;
+		NOTE("shmem: %s; ", hpr_strerror(rc));
+		reset_region(r);
+	}
+	/* 3. THP, or a shmem memfd for a shared region */
+	if (!shared) {
+		if (thp_mode() != HPR_THP_NEVER) {
+			rc = setup_thp(r, c, false);
+			if (!rc)
+				return finish(r);
+			return rc;
+		}
+		NOTE("thp: /sys/kernel/mm/transparent_hugepage/enabled is never; ");
+	} else {
+		rc = setup_shmem(r, c, NULL, false);
+		if (!rc)
+			return finish(r);
+		if (rc != -EOPNOTSUPP)
+			return rc;
+		NOTE("shmem memfd: %s; ", hpr_strerror(rc));
+		reset_region(r);
+	}
+	if (c->flags & HPR_F_FALLBACK) {
+		hpr__log(HPR_LOG_WARN, "region '%s': no huge pages to be had (%s), using "
+				       "base pages", r->name, reasons);
+		if (have_mount && m.fstype == TMPFS_MAGIC)
+			rc = setup_shmem(r, c, &m, true);
+		else if (shared)
+			rc = setup_shmem(r, c, NULL, true);
+		else
+			rc = setup_thp(r, c, true);
+		return rc ? rc : finish(r);
+	}
+	return hpr__fail(-EOPNOTSUPP, "no backend can give region '%s' huge pages: "
+				      "%sor pass HPR_F_FALLBACK",
+			 r->name, reasons);
+#undef NOTE
+}
+
+int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
+{
+	struct hpr__mountcheck m;
+	int rc;
+
+	switch (c->backend) {
+	case HPR_BACKEND_AUTO:
+		return create_auto(r, c);
+	case HPR_BACKEND_THP:
+		if (thp_mode() == HPR_THP_NEVER) {
+			if (!(c->flags & HPR_F_FALLBACK))
+				return hpr__fail(-EOPNOTSUPP,
+						 "THP is disabled "
+						 "(/sys/kernel/mm/transparent_hugepage/enabled "
+						 "is never): echo madvise > that file, or pass "
+						 "HPR_F_FALLBACK for base pages");
+			rc = setup_thp(r, c, true);
+		} else {
+			rc = setup_thp(r, c, false);
+		}
+		break;
+	case HPR_BACKEND_SHMEM:
+		if (c->path) {
+			rc = hpr__mount_check(c->path, &m);
+			if (rc)
+				return rc;
+			if (m.fstype != TMPFS_MAGIC)
+				return hpr__fail(-EINVAL,
+						 "path '%s' is on hugetlbfs: use "
+						 "HPR_BACKEND_HUGETLB there, or a tmpfs "
+						 "mounted huge= for shmem",
+						 c->path);
+		}
+		rc = setup_shmem(r, c, c->path ? &m : NULL, false);
+		if (rc == -EOPNOTSUPP && (c->flags & HPR_F_FALLBACK)) {
+			reset_region(r);
+			rc = setup_shmem(r, c, c->path ? &m : NULL, true);
+		}
+		break;
+	case HPR_BACKEND_HUGETLB:
+		if (c->path) {
+			rc = hpr__mount_check(c->path, &m);
+			if (rc)
+				return rc;
+			if (m.fstype != (long)HUGETLBFS_MAGIC)
+				return hpr__fail(-EINVAL,
+						 "path '%s' is on tmpfs, not hugetlbfs: use "
+						 "HPR_BACKEND_SHMEM there, or mount -t "
+						 "hugetlbfs",
+						 c->path);
+		}
+		rc = setup_hugetlb(r, c, c->path ? &m : NULL);
+		if ((rc == -ENOMEM || rc == -EOPNOTSUPP) && (c->flags & HPR_F_FALLBACK)) {
+			hpr__log(HPR_LOG_WARN, "region '%s': %s; falling back to base pages",
+				 r->name, hpr_strerror(rc));
+			reset_region(r);
+			rc = (c->flags & HPR_F_SHARED) ? setup_shmem(r, c, NULL, true)
+						       : setup_thp(r, c, true);
+		}
+		break;
+	default:
+		return hpr__fail(-EINVAL, "unknown backend %d", (int)c->backend);
+	}
+	return rc ? rc : finish(r);
+}
+
+int hpr__backend_destroy(hpr_region *r)
+{
+	int rc = 0;
+
+	if (r->base)
+		rc = hpr__os->munmap(r->base, r->size);
+	r->base = NULL;
+	if (r->fd >= 0)
+		hpr__os->close(r->fd);
+	r->fd = -1;
+	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE))
+		hpr__os->unlink(r->file_path);
+	free(r->file_path);
+	r->file_path = NULL;
+	return rc;
+}

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fault-serialization table.
+ *
+ * Each region has one state byte per huge page (enum hpr_pstate). A
+ * process-wide hashed table of slots (mutex + condvar, one cache line each,
+ * a power of two with 16 slots per CPU) serializes state changes. Slots are
+ * keyed by (backing object, huge page index) -- not by virtual address -- so
+ * two mappings of one shmem or hugetlb file serialize on the same slot. This
+ * is the scheme of the kernel's hugetlb_fault_mutex_table (mm/hugetlb.c,
+ * which replaced one global instantiation mutex in 3.15 and had to switch
+ * its key from address to (mapping, index) for shared mappings).
+ *
+ * A slot lock is held only for state transitions, never across the populate
+ * syscall: the faulting thread marks the page FAULTING, drops the lock,
+ * populates, and broadcasts on the slot's condvar. Threads wanting the same
+ * page wait; threads wanting other pages never wait on it. The PRESENT fast
+ * path is one acquire load and takes no lock.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static struct hpr__slot *slots;
+static size_t slot_mask;
+static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
+static struct hpr__slot fallback_slot = { PTHREAD_MUTEX_INITIALIZER,
+					  PTHREAD_COND_INITIALIZER };
+static _Atomic bool global_lock;
+
+static void slots_init(void)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	size_t n = 64;
+
+	if (ncpu < 1)
+		ncpu = 1;
+	while (n < (size_t)ncpu * 16 && n < 8192)
+		n <<= 1;
+	if (posix_memalign((void **)&slots, HPR_CACHELINE, n * sizeof(*slots))) {
+		slots = &fallback_slot;
+		slot_mask = 0;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_init(&slots[i].mu, NULL);
+		pthread_cond_init(&slots[i].cv, NULL);
+	}
+	slot_mask = n - 1;
+}
+
+size_t hpr__slot_count(void)
+{
+	pthread_once(&slots_once, slots_init);
+	return slot_mask + 1;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	/* splitmix64 finalizer */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx)
+{
+	pthread_once(&slots_once, slots_init);
+	if (atomic_load_explicit(&global_lock, memory_order_relaxed))
+		return &slots[0];
+	return &slots[mix64(r->obj_key ^ mix64(idx)) & slot_mask];
+}
+
+void hpr__fault_set_global_lock(bool on)
+{
+	atomic_store(&global_lock, on);
+}
+
+/* ---- PAGEMAP_SCAN (Linux 6.7, fs/proc/task_mmu.c) ---- */
+struct hpr_page_region {
+	uint64_t start, end, categories;
+};
+struct hpr_pm_scan_arg {
+	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages,
+		category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define HPR_PAGEMAP_SCAN _IOWR('f', 16, struct hpr_pm_scan_arg)
+#define HPR_PAGE_IS_HUGE (1ULL << 6)
+
+static int pagemap_fd = -1;
+static pthread_once_t pagemap_once = PTHREAD_ONCE_INIT;
+
+static void pagemap_open(void)
+{
+	if (hpr__caps()->info.have_pagemap_scan)
+		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+}
+
+int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
+{
+	struct hpr_page_region vec[16];
+	struct hpr_pm_scan_arg a;
+	uint64_t huge = 0;
+	uint64_t start = (uintptr_t)addr, end = start + len;
+
+	(void)r;
+	pthread_once(&pagemap_once, pagemap_open);
+	if (pagemap_fd < 0)
+		return -EOPNOTSUPP;
+	while (start < end) {
+		long n;
+
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.start = start;
+		a.end = end;
+		a.vec = (uintptr_t)vec;
+		a.vec_len = 16;
+		a.category_mask = HPR_PAGE_IS_HUGE;
+		a.return_mask = HPR_PAGE_IS_HUGE;
+		n = ioctl(pagemap_fd, HPR_PAGEMAP_SCAN, &a);
+		if (n < 0)
+			return -errno;
+		for (long i = 0; i < n; i++)
+			huge += vec[i].end - vec[i].start;
+		if (a.walk_end <= start)
+			break;
+		start = a.walk_end;
+	}
+	return huge >= len ? 1 : 0;
+}
+
+static void record_error(hpr_region *r, int err, size_t off)
+{
+	int expect = 0;
+
+	/* keep the lowest failing offset */
+	pthread_mutex_lock(&r->partial_mu);
+	expect = atomic_load(&r->fault_err);
+	if (!expect || off < atomic_load(&r->fault_err_off)) {
+		atomic_store(&r->fault_err, err);
+		atomic_store(&r->fault_err_off, off);
+	}
+	pthread_mutex_unlock(&r->partial_mu);
+}
+
+static void clear_error_if(hpr_region *r, size_t off)
+{
+	if (atomic_load_explicit(&r->fault_err, memory_order_relaxed) &&
+	    atomic_load(&r->fault_err_off) == off) {
+		pthread_mutex_lock(&r->partial_mu);
+		if (atomic_load(&r->fault_err_off) == off) {
+			atomic_store(&r->fault_err, 0);
+			atomic_store(&r->fault_err_off, (size_t)-1);
+		}
+		pthread_mutex_unlock(&r->partial_mu);
+	}
+}
+
+static int populate_error(hpr_region *r, int rc, size_t off)
+{
+	char ps[32], at[32];
+
+	hpr__fmt_size(r->page_size, ps, sizeof(ps));
+	snprintf(at, sizeof(at), "%#zx", off);
+	if (rc == -EFAULT || rc == -ENOMEM || rc == -ENOSPC) {
+		/* populate reports a SIGBUS-class fault as EFAULT; which
+		 * resource ran out depends on the backing */
+		switch (r->backend) {
+		case HPR_BACKEND_HUGETLB:
+			return hpr__fail(-ENOMEM,
+					 "region '%s': the hugetlb pool of %s pages ran out "
+					 "at offset %s: raise /proc/sys/vm/nr_hugepages "
+					 "(or the hugetlb cgroup limit)",
+					 r->name, ps, at);
+		case HPR_BACKEND_SHMEM:
+			if (!r->is_memfd && rc != -ENOMEM)
+				return hpr__fail(-ENOSPC,
+						 "region '%s': the tmpfs holding it is full "
+						 "at offset %s: remount it with a larger size=",
+						 r->name, at);
+			/* fallthrough */
+		default:
+			return hpr__fail(-ENOMEM,
+					 "region '%s': out of memory at offset %s (machine "
+					 "or memory cgroup limit)",
+					 r->name, at);
+		}
+	}
+	if (rc == -EHWPOISON)
+		return hpr__fail(rc, "region '%s': hardware-poisoned page at offset %s",
+				 r->name, at);
+	return hpr__fail(rc, "region '%s': populating offset %s failed: %s",
+			 r->name, at, strerror(-rc));
+}
+
+static int collapse_one(hpr_region *r, char *a)
+{
+	int rc = -EAGAIN;
+
+	/* MADV_COLLAPSE returns EAGAIN when pages are transiently locked or
+	 * pinned; a few retries settle it (mm/khugepaged.c). */
+	for (int t = 0; t < 4 && rc == -EAGAIN; t++)
+		rc = hpr__os->madvise(a, r->page_size, MADV_COLLAPSE);
+	if (!rc)
+		atomic_fetch_add(&r->collapsed_pages, 1);
+	return rc;
+}
+
+int hpr__populate_page(hpr_region *r, size_t idx)
+{
+	size_t off = hpr__page_off(r, idx);
+	char *a = r->base + off;
+	const struct hpr__caps *c = hpr__caps();
+	int rc = 0;
+
+	atomic_fetch_add_explicit(&r->populate_calls, 1, memory_order_relaxed);
+	if (r->use_fallocate) {
+		rc = hpr__os->fallocate(r->fd, 0, (off_t)off, (off_t)r->page_size);
+		if (rc == -EOPNOTSUPP)
+			r->use_fallocate = false; /* benign race: a hint */
+		else if (rc)
+			return populate_error(r, rc, off);
+	}
+	if (c->info.have_populate) {
+		do
+			rc = hpr__os->madvise(a, r->page_size, MADV_POPULATE_WRITE);
+		while (rc == -EINTR);
+	} else {
+		rc = -EINVAL;
+	}
+	if (rc == -EINVAL) /* no MADV_POPULATE_WRITE: kernel < 5.14 */
+		rc = hpr__os->touch(a, r->page_size, 4096);
+	if (rc)
+		return populate_error(r, rc, off);
+
+	if (r->backend == HPR_BACKEND_HUGETLB)
+		return 0;
+	if (r->collapse_after) {
+		rc = collapse_one(r, a);
+	} else {
+		int h = hpr__range_is_huge(r, a, r->page_size);
+
+		rc = 0;
+		if (h == 0 && (r->fault_huge || c->info.have_collapse))
+			rc = collapse_one(r, a);
+	}
+	if (rc || hpr__range_is_huge(r, a, r->page_size) == 0) {
+		char ps[32];
+
+		if (r->flags & HPR_F_FALLBACK) {
+			atomic_fetch_add(&r->small_pages, 1);
+			return 0;
+		}
+		return hpr__fail(-EOPNOTSUPP,
+				 "region '%s': the %s page at offset %#zx came out as "
+				 "base pages and MADV_COLLAPSE could not fix it (%s): "
+				 "free memory or compact (echo 1 > "
+				 "/proc/sys/vm/compact_memory), or pass HPR_F_FALLBACK",
+				 r->name, hpr__fmt_size(r->page_size, ps, sizeof(ps)), off,
+				 rc ? strerror(-rc) : "no error, still small");
+	}
+	return 0;
+}
+
+int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
+{
+	struct hpr__slot *s;
+	uint8_t st;
+	int rc;
+
+	(void)arg;
+	st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
+	if (st == HPR_PS_PRESENT)
+		return 0;
+	s = hpr__slot_for(r, idx);
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
+		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
+			break;
+		pthread_cond_wait(&s->cv, &s->mu);
+	}
+	if (st == HPR_PS_PRESENT) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	if (st == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP &&
+	    !(r->flags & HPR_F_GUARD)) {
+		/* released, not reclaimed: still mapped and intact */
+		atomic_store_explicit(&r->state[idx], HPR_PS_PRESENT, memory_order_release);
+		atomic_fetch_sub(&r->lazy_pages, 1);
+		atomic_fetch_add(&r->present_pages, 1);
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	atomic_store_explicit(&r->state[idx], HPR_PS_FAULTING, memory_order_relaxed);
+	pthread_mutex_unlock(&s->mu);
+
+	if (st == HPR_PS_LAZY && (r->flags & HPR_F_GUARD)) {
+		rc = hpr__os->mprotect(r->base + hpr__page_off(r, idx), r->page_size,
+				       PROT_READ | PROT_WRITE);
+		if (rc)
+			rc = hpr__fail(rc, "guard: mprotect failed: %s", strerror(-rc));
+	} else {
+		rc = 0;
+	}
+	if (!rc && !(st == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP))
+		rc = hpr__populate_page(r, idx);
+
+	pthread_mutex_lock(&s->mu);
+	if (st == HPR_PS_LAZY)
+		atomic_fetch_sub(&r->lazy_pages, 1);
+	if (rc) {
+		atomic_store_explicit(&r->state[idx], HPR_PS_ABSENT, memory_order_release);
+	} else {
+		atomic_store_explicit(&r->state[idx], HPR_PS_PRESENT, memory_order_release);
+		atomic_fetch_add(&r->present_pages, 1);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	if (rc)
+		record_error(r, rc, hpr__page_off(r, idx));
+	else
+		clear_error_if(r, hpr__page_off(r, idx));
+	return rc;
+}
+
+int hpr_fault_error(const hpr_region *r, size_t *off)
+{
+	hpr_region *m = (hpr_region *)r;
+	int e;
+
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_fault_error: region is NULL");
+	pthread_mutex_lock(&m->partial_mu);
+	e = atomic_load(&m->fault_err);
+	if (off)
+		*off = e ? atomic_load(&m->fault_err_off) : (size_t)-1;
+	pthread_mutex_unlock(&m->partial_mu);
+	return e;
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal declarations shared by the library's source files: the region
+ * object, the fault-serialization table, the worker pool, error reporting
+ * and the cached probe. Nothing here is part of the ABI.
+ */
+#ifndef HPR_INTERNAL_H
+#define HPR_INTERNAL_H
+
+#define HPR_BUILDING_LIBRARY 1
+#include "hpregion/hpregion.h"
+#include "os.h"
+#include "parse.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HPR_CACHELINE 64
+#define HPR_NODE_WORDS (HPR_MAX_NODES / (8 * sizeof(unsigned long)))
+
+/* Per-huge-page state in the fault table. */
+enum hpr_pstate {
+	HPR_PS_ABSENT = 0, /* never faulted, or reclaimed */
+	HPR_PS_FAULTING,   /* a thread is populating it; others wait */
+	HPR_PS_PRESENT,	   /* faulted in; fast path, no lock */
+	HPR_PS_LAZY,	   /* released; contents undefined until fault-in */
+	HPR_PS_BUSY,	   /* reclaim/collapse/guard transition in progress */
+};
+
+/* ---- errors.c ---- */
+/* Record a detailed message for err in this thread and return err. */
+int hpr__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hpr__log(enum hpr_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Human size: "2 MiB", "1 GiB", "4 KiB"; buf >= 32 bytes. */
+const char *hpr__fmt_size(size_t bytes, char *buf, size_t len);
+
+/* ---- probe.c ---- */
+struct hpr__caps {
+	struct hpr_probe_info info; /* static parts; pool counters at probe time */
+	char hugetlb_cg_dir[256];   /* cgroup dir with hugetlb.* files, or "" */
+	int hugetlb_cg_v2;
+};
+const struct hpr__caps *hpr__caps(void);
+/* Fresh pool counters for one size (not cached: they change all the time). */
+int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
+		      unsigned long *free_, unsigned long *resv,
+		      unsigned long *surplus);
+/* Bytes the caller's hugetlb cgroup still allows for page_size, or -1. */
+long long hpr__hugetlb_cgroup_room(size_t page_size);
+bool hpr__hugetlb_size_supported(size_t page_size);
+/* Reset the cache (tests that change sysfs settings). */
+void hpr__probe_reset(void);
+
+/* ---- numa.c ---- */
+struct hpr__numa {
+	enum hpr_numa_policy policy;
+	unsigned long mask[HPR_NODE_WORDS];
+	unsigned nr_set;
+	bool active; /* a policy other than DEFAULT is applied */
+};
+/* Parse "0", "0-1", "0,2-3", "all"; validate against online nodes. */
+int hpr__numa_parse(const char *s, unsigned long *mask, unsigned *nr_set);
+int hpr__numa_setup(struct hpr__numa *n, enum hpr_numa_policy p, const char *nodes);
+int hpr__numa_apply(const struct hpr__numa *n, void *addr, size_t len);
+/* CPUs workers may run on: the nodes' CPUs ∩ the process affinity. */
+int hpr__numa_cpus(const struct hpr__numa *n, void *cpuset /* cpu_set_t */);
+int hpr__numa_node_max(void);
+/* Per-node residency: one move_pages query per huge page. */
+int hpr__numa_residency(void *base, size_t size, size_t page_size,
+			size_t *node_bytes, unsigned *nr_nodes);
+
+/* ---- workers.c ---- */
+struct hpr__job;
+typedef int (*hpr__page_fn)(hpr_region *r, size_t idx, void *arg);
+
+struct hpr__job {
+	hpr__page_fn fn;
+	void *arg;
+	size_t first, last; /* page indices [first, last) */
+	size_t batch;
+	_Atomic size_t cursor;
+	_Atomic size_t done; /* pages finished */
+	_Atomic int err;
+	_Atomic size_t err_idx;
+	_Atomic bool cancel;
+	_Atomic unsigned running; /* threads still inside the job */
+	bool finished;		  /* under pool lock */
+};
+
+struct hpr__pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;	/* workers wait for a job */
+	pthread_cond_t done_cv; /* submitters wait for completion */
+	pthread_t *threads;
+	unsigned nthreads;
+	bool started, stopping;
+	uint64_t gen;		/* bumps per job */
+	struct hpr__job *job;	/* current job or NULL */
+	struct hpr__job async;	/* storage for the background job */
+	bool async_active;	/* async job submitted and not yet waited */
+	int async_result;
+};
+
+int hpr__pool_init(hpr_region *r);
+void hpr__pool_destroy(hpr_region *r);
+/* Run fn over pages [first,last) with the workers and the caller; returns
+ * the first error (lowest page index). */
+int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t last);
+
+/* ---- fault.c ---- */
+struct hpr__slot {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+} __attribute__((aligned(HPR_CACHELINE)));
+
+struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx);
+size_t hpr__slot_count(void);
+/* Fault one huge page in (exactly once across threads). */
+int hpr__fault_page(hpr_region *r, size_t idx, void *arg);
+/* Populate one huge page without the table (the raw step). */
+int hpr__populate_page(hpr_region *r, size_t idx);
+/* Test hook: serialize every page on one lock (bench: global-mutex mode). */
+void hpr__fault_set_global_lock(bool on);
+/* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
+ * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
+int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
+
+/* ---- release.c ---- */
+int hpr__release_init(hpr_region *r);
+void hpr__release_destroy(hpr_region *r);
+void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
+
+/* ---- stats.c ---- */
+int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);
+
+struct hpr_region {
+	char *base;
+	size_t size;
+	size_t page_size;
+	unsigned page_shift;
+	size_t npages;
+	enum hpr_backend backend;
+	unsigned flags;
+	int fd;		/* -1 for private anon */
+	bool is_memfd;
+	char *file_path; /* set while the file exists and must be unlinked */
+	char name[64];
+	uint64_t obj_key; /* backing object identity for the lock hash */
+
+	bool fault_huge;     /* faults on this mapping give PMD-mapped pages */
+	bool collapse_after; /* populate then MADV_COLLAPSE to get huge pages */
+	bool use_fallocate;  /* fallocate before populate (file backends) */
+	bool locked;	     /* mlocked */
+	bool degraded;	     /* HPR_F_FALLBACK chose base pages at create */
+
+	_Atomic uint8_t *state; /* enum hpr_pstate per huge page */
+	/* partial lazy releases: per huge page a 512-bit map of released
+	 * 1/512ths, allocated on first partial release */
+	_Atomic(uint64_t *) *partial;
+	pthread_mutex_t partial_mu;
+
+	struct hpr__numa numa;
+	unsigned nworkers;
+	struct hpr__pool pool;
+
+	/* counters */
+	_Atomic uint64_t populate_calls;
+	_Atomic uint64_t reclaimed_bytes;
+	_Atomic uint64_t collapsed_pages;
+	_Atomic size_t lazy_pages;
+	_Atomic size_t present_pages;
+	_Atomic size_t small_pages; /* populated, kernel says not huge, fallback */
+	_Atomic int fault_err;
+	_Atomic size_t fault_err_off;
+	_Atomic int snapshot_io;
+
+	/* lazy release / reclaim */
+	size_t lazy_budget;
+	unsigned psi_stall_us;
+	pthread_t reclaimer;
+	bool reclaimer_running;
+	int reclaimer_pipe[2];
+	pthread_mutex_t rel_mu; /* batches MADV_FREE */
+};
+
+static inline size_t hpr__page_off(const hpr_region *r, size_t idx)
+{
+	return idx << r->page_shift;
+}
+
+/* Validate [off,len) and widen to pages [*first, *last). */
+int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
+	       size_t *last);
+
+#endif

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/* The real OS hooks: thin wrappers that turn errno into a return value. */
+#define _GNU_SOURCE
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int os_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		   off_t off, void **out)
+{
+	void *p = mmap(addr, len, prot, flags, fd, off);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+static int os_munmap(void *addr, size_t len)
+{
+	return munmap(addr, len) ? -errno : 0;
+}
+
+static int os_madvise(void *addr, size_t len, int advice)
+{
+	return madvise(addr, len, advice) ? -errno : 0;
+}
+
+static int os_mprotect(void *addr, size_t len, int prot)
+{
+	return mprotect(addr, len, prot) ? -errno : 0;
+}
+
+static int os_mlock(void *addr, size_t len)
+{
+	return mlock(addr, len) ? -errno : 0;
+}
+
+static int os_munlock(void *addr, size_t len)
+{
+	return munlock(addr, len) ? -errno : 0;
+}
+
+static int os_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	int rc;
+
+	do
+		rc = fallocate(fd, mode, off, len);
+	while (rc && errno == EINTR);
+	return rc ? -errno : 0;
+}
+
+static int os_memfd_create(const char *name, unsigned flags)
+{
+	int fd = (int)syscall(SYS_memfd_create, name, flags);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int os_open(const char *path, int flags, unsigned mode)
+{
+	int fd = open(path, flags, (mode_t)mode);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int os_close(int fd)
+{
+	/* close(2) on Linux releases the fd even when it reports EINTR */
+	return close(fd) && errno != EINTR ? -errno : 0;
+}
+
+static int os_ftruncate(int fd, off_t len)
+{
+	return ftruncate(fd, len) ? -errno : 0;
+}
+
+static int os_unlink(const char *path)
+{
+	return unlink(path) ? -errno : 0;
+}
+
+static int os_add_seals(int fd, int seals)
+{
+	return fcntl(fd, F_ADD_SEALS, seals) ? -errno : 0;
+}
+
+static int os_statfs(const char *path, struct statfs *st)
+{
+	return statfs(path, st) ? -errno : 0;
+}
+
+static int os_stat_dev_ino(const char *path, int fd, uint64_t *dev,
+			   uint64_t *ino)
+{
+	struct stat st;
+	int rc = path ? stat(path, &st) : fstat(fd, &st);
+
+	if (rc)
+		return -errno;
+	*dev = st.st_dev;
+	*ino = st.st_ino;
+	return 0;
+}
+
+static ssize_t os_read_file(const char *path, char *buf, size_t len)
+{
+	size_t got = 0;
+	int fd;
+
+	if (!len)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (got < len - 1) {
+		ssize_t n = read(fd, buf + got, len - 1 - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			close(fd);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
+static int os_mbind(void *addr, size_t len, int mode, const unsigned long *mask,
+		    unsigned long maxnode, unsigned flags)
+{
+	long rc = syscall(SYS_mbind, addr, len, mode, mask, maxnode, flags);
+
+	return rc ? -errno : 0;
+}
+
+const struct hpr_os_ops hpr__os_real = {
+	.mmap = os_mmap,
+	.munmap = os_munmap,
+	.madvise = os_madvise,
+	.mprotect = os_mprotect,
+	.mlock = os_mlock,
+	.munlock = os_munlock,
+	.fallocate = os_fallocate,
+	.memfd_create = os_memfd_create,
+	.open = os_open,
+	.close = os_close,
+	.ftruncate = os_ftruncate,
+	.unlink = os_unlink,
+	.add_seals = os_add_seals,
+	.statfs = os_statfs,
+	.stat_dev_ino = os_stat_dev_ino,
+	.read_file = os_read_file,
+	.mbind = os_mbind,
+	.touch = hpr__os_touch,
+};
+
+const struct hpr_os_ops *hpr__os = &hpr__os_real;
+
+void hpr__os_set(const struct hpr_os_ops *ops)
+{
+	hpr__os = ops ? ops : &hpr__os_real;
+}

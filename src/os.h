@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The OS layer: the only code in hpregion that calls the kernel for memory
+ * (mmap, madvise, fallocate, memfd, statfs, mbind, sysfs/procfs reads).
+ *
+ * Contract, for every hook:
+ *  - returns 0 (or a non-negative fd / byte count) on success and a negative
+ *    errno on failure; it never leaves errno as the only report;
+ *  - reports what it actually delivered (mmap returns the address through
+ *    *out, read_file the bytes read);
+ *  - has no policy: retries, fallbacks and error wording live above it.
+ *
+ * Policy code (backends, fault table, release, reclaim, collapse) calls the
+ * kernel only through hpr__os, so unit tests replace single hooks with
+ * fakes (count populate calls, force the touch fallback, fail fallocate) and
+ * restore the real table afterwards with hpr__os_set(NULL).
+ */
+#ifndef HPR_OS_H
+#define HPR_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/vfs.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+#ifndef MADV_FREE
+#define MADV_FREE 8 /* Linux 4.5 */
+#endif
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+#ifndef MFD_HUGE_SHIFT
+#define MFD_HUGE_SHIFT 26
+#endif
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC 0x958458f6
+#endif
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+
+struct hpr_os_ops {
+	int (*mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off,
+		    void **out);
+	int (*munmap)(void *addr, size_t len);
+	int (*madvise)(void *addr, size_t len, int advice);
+	int (*mprotect)(void *addr, size_t len, int prot);
+	int (*mlock)(void *addr, size_t len);
+	int (*munlock)(void *addr, size_t len);
+	int (*fallocate)(int fd, int mode, off_t off, off_t len);
+	int (*memfd_create)(const char *name, unsigned flags);
+	int (*open)(const char *path, int flags, unsigned mode);
+	int (*close)(int fd);
+	int (*ftruncate)(int fd, off_t len);
+	int (*unlink)(const char *path);
+	int (*add_seals)(int fd, int seals);
+	int (*statfs)(const char *path, struct statfs *st);
+	int (*stat_dev_ino)(const char *path, int fd, uint64_t *dev, uint64_t *ino);
+	/* read a small text file (sysfs, procfs) into buf, NUL-terminated */
+	ssize_t (*read_file)(const char *path, char *buf, size_t len);
+	/* mbind(2); mode is MPOL_*, mask has maxnode bits */
+	int (*mbind)(void *addr, size_t len, int mode, const unsigned long *mask,
+		     unsigned long maxnode, unsigned flags);
+	/* write-touch [addr, addr+len) every step bytes; used only where the
+	 * kernel lacks MADV_POPULATE_WRITE (before 5.14). Returns -EFAULT if
+	 * a SIGBUS hit the touch (pool or mount out of pages). */
+	int (*touch)(void *addr, size_t len, size_t step);
+};
+
+/* The hooks in force. Never NULL. */
+extern const struct hpr_os_ops *hpr__os;
+/* The real kernel. */
+extern const struct hpr_os_ops hpr__os_real;
+/* Replace the hooks (tests); NULL restores the real ones. Not thread-safe
+ * against calls in flight. */
+void hpr__os_set(const struct hpr_os_ops *ops);
+
+/* Guarded touch loop with a chained SIGBUS handler (os_touch.c). */
+int hpr__os_touch(void *addr, size_t len, size_t step);
+
+#endif

@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Capability probe: THP and shmem modes, hugetlb sizes and pools, kernel
+ * features (populate, collapse, PAGEMAP_SCAN, anon VMA names, PSI) and the
+ * caller's hugetlb cgroup. Read once and cached; never written. Pool
+ * counters change all the time, so hpr__hugetlb_pool() reads them fresh.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#define THP_DIR "/sys/kernel/mm/transparent_hugepage"
+#define HTLB_DIR "/sys/kernel/mm/hugepages"
+
+static const char *const thp_names[] = { "always", "madvise", "never", "defer",
+					 "defer+madvise" };
+static const char *const shmem_names[] = { "always", "within_size", "advise",
+					   "never", "deny", "force" };
+
+static struct hpr__caps caps;
+static pthread_mutex_t caps_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool caps_valid;
+
+static int read_mode(const char *path, const char *const *names, int n,
+		     int unknown)
+{
+	char buf[256];
+	ssize_t got = hpr__os->read_file(path, buf, sizeof(buf));
+	int m;
+
+	if (got < 0)
+		return unknown;
+	m = hpr__parse_sysfs_mode(buf, (size_t)got, names, n);
+	return m < 0 ? unknown : m;
+}
+
+static int read_ul(const char *path, unsigned long *v)
+{
+	char buf[64];
+	ssize_t got = hpr__os->read_file(path, buf, sizeof(buf));
+
+	if (got < 0)
+		return (int)got;
+	return hpr__parse_ulong(buf, (size_t)got, v);
+}
+
+int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
+		      unsigned long *free_, unsigned long *resv,
+		      unsigned long *surplus)
+{
+	char p[256];
+	size_t kb = page_size >> 10;
+	unsigned long t = 0, f = 0, r = 0, s = 0;
+	int rc;
+
+	if (node < 0) {
+		snprintf(p, sizeof(p), HTLB_DIR "/hugepages-%zukB/nr_hugepages", kb);
+		if ((rc = read_ul(p, &t)))
+			return rc;
+		snprintf(p, sizeof(p), HTLB_DIR "/hugepages-%zukB/free_hugepages", kb);
+		read_ul(p, &f);
+		snprintf(p, sizeof(p), HTLB_DIR "/hugepages-%zukB/resv_hugepages", kb);
+		read_ul(p, &r);
+		snprintf(p, sizeof(p), HTLB_DIR "/hugepages-%zukB/surplus_hugepages", kb);
+		read_ul(p, &s);
+	} else {
+		snprintf(p, sizeof(p),
+			 "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/nr_hugepages",
+			 node, kb);
+		if ((rc = read_ul(p, &t)))
+			return rc;
+		snprintf(p, sizeof(p),
+			 "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/free_hugepages",
+			 node, kb);
+		read_ul(p, &f);
+		snprintf(p, sizeof(p),
+			 "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/surplus_hugepages",
+			 node, kb);
+		read_ul(p, &s);
+	}
+	if (total)
+		*total = t;
+	if (free_)
+		*free_ = f;
+	if (resv)
+		*resv = r;
+	if (surplus)
+		*surplus = s;
+	return 0;
+}
+
+/* Find the caller's hugetlb cgroup directory (v1 "hugetlb" controller or
+ * the v2 unified hierarchy when it has hugetlb.* files). */
+static void find_hugetlb_cgroup(struct hpr__caps *c)
+{
+	char buf[4096];
+	ssize_t got = hpr__os->read_file("/proc/self/cgroup", buf, sizeof(buf));
+	char *save = NULL, *line;
+
+	if (got <= 0)
+		return;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		/* "id:controllers:path" */
+		char *a = strchr(line, ':'), *b;
+
+		if (!a || !(b = strchr(a + 1, ':')))
+			continue;
+		*b = '\0';
+		if (!strcmp(a + 1, "") || strstr(a + 1, "hugetlb")) {
+			char dir[256], probe[320];
+			bool v2 = !strcmp(a + 1, "");
+			static const char *const roots[] = { "/sys/fs/cgroup/unified",
+							     "/sys/fs/cgroup",
+							     "/sys/fs/cgroup/hugetlb" };
+
+			for (size_t k = 0; k < 3; k++) {
+				struct statfs st;
+
+				snprintf(dir, sizeof(dir), "%s%s", roots[k], b + 1);
+				snprintf(probe, sizeof(probe), "%s/hugetlb.2MB.%s", dir,
+					 v2 ? "max" : "limit_in_bytes");
+				if (!hpr__os->statfs(probe, &st)) {
+					snprintf(c->hugetlb_cg_dir,
+						 sizeof(c->hugetlb_cg_dir), "%s", dir);
+					c->hugetlb_cg_v2 = v2;
+					return;
+				}
+			}
+		}
+	}
+}
+
+static const char *cg_size_name(size_t ps, char *buf, size_t len)
+{
+	if (ps >= (1UL << 30))
+		snprintf(buf, len, "%zuGB", ps >> 30);
+	else if (ps >= (1UL << 20))
+		snprintf(buf, len, "%zuMB", ps >> 20);
+	else
+		snprintf(buf, len, "%zuKB", ps >> 10);
+	return buf;
+}
+
+long long hpr__hugetlb_cgroup_room(size_t page_size)
+{
+	const struct hpr__caps *c = hpr__caps();
+	char p[400], sz[16], buf[64];
+	unsigned long long lim = 0, use = 0;
+	unsigned long v;
+	ssize_t got;
+
+	if (!c->hugetlb_cg_dir[0])
+		return -1;
+	cg_size_name(page_size, sz, sizeof(sz));
+	snprintf(p, sizeof(p), "%s/hugetlb.%s.%s", c->hugetlb_cg_dir, sz,
+		 c->hugetlb_cg_v2 ? "max" : "limit_in_bytes");
+	got = hpr__os->read_file(p, buf, sizeof(buf));
+	if (got <= 0 || !strncmp(buf, "max", 3))
+		return -1;
+	if (hpr__parse_ulong(buf, (size_t)got, &v))
+		return -1;
+	lim = v;
+	if (lim >= (1ULL << 62))
+		return -1; /* v1's "unlimited" */
+	snprintf(p, sizeof(p), "%s/hugetlb.%s.%s", c->hugetlb_cg_dir, sz,
+		 c->hugetlb_cg_v2 ? "current" : "usage_in_bytes");
+	got = hpr__os->read_file(p, buf, sizeof(buf));
+	if (got > 0 && !hpr__parse_ulong(buf, (size_t)got, &v))
+		use = v;
+	return use >= lim ? 0 : (long long)(lim - use);
+}
+
+static void probe_features(struct hpr_probe_info *in)
+{
+	struct utsname u;
+	void *p = NULL;
+
+	if (!uname(&u))
+		sscanf(u.release, "%d.%d", &in->kernel_major, &in->kernel_minor);
+	/* madvise() checks the advice before the length, so a zero-length
+	 * call tells whether the kernel knows the advice without side effects. */
+	if (!hpr__os->mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p)) {
+		in->have_populate = hpr__os->madvise(p, 0, MADV_POPULATE_WRITE) == 0;
+		in->have_collapse = hpr__os->madvise(p, 0, MADV_COLLAPSE) == 0;
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+		in->have_anon_vma_name =
+			prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p,
+			      4096UL, "hpr:probe") == 0;
+		hpr__os->munmap(p, 4096);
+	}
+	in->have_pagemap_scan = false;
+	{
+		/* PAGEMAP_SCAN (6.7): ENOTTY on older kernels, EINVAL for our
+		 * deliberately empty argument on newer ones. */
+		int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			unsigned long req = (3UL << 30) | ('f' << 8) | 16 | (96UL << 16);
+			int rc = ioctl(fd, req, NULL);
+
+			in->have_pagemap_scan = rc < 0 && errno != ENOTTY;
+			close(fd);
+		}
+	}
+	{
+		char buf[128];
+
+		in->have_psi = hpr__os->read_file("/proc/pressure/memory", buf,
+						  sizeof(buf)) > 0;
+	}
+}
+
+static void probe_all(struct hpr__caps *c)
+{
+	struct hpr_probe_info *in = &c->info;
+	DIR *d;
+	struct dirent *de;
+	unsigned long v;
+
+	memset(c, 0, sizeof(*c));
+	in->thp_enabled = read_mode(THP_DIR "/enabled", thp_names, 3, HPR_THP_UNKNOWN);
+	in->thp_defrag = read_mode(THP_DIR "/defrag", thp_names, 5, HPR_THP_UNKNOWN);
+	in->shmem_enabled = read_mode(THP_DIR "/shmem_enabled", shmem_names, 6,
+				      HPR_SHMEM_UNKNOWN);
+	if (!read_ul(THP_DIR "/hpage_pmd_size", &v))
+		in->thp_pmd_size = v;
+	else
+		in->thp_pmd_size = 2UL << 20;
+	find_hugetlb_cgroup(c);
+	in->nr_nodes = (unsigned)hpr__numa_node_max() + 1;
+	if (in->nr_nodes > HPR_MAX_NODES)
+		in->nr_nodes = HPR_MAX_NODES;
+	d = opendir(HTLB_DIR);
+	while (d && (de = readdir(d))) {
+		unsigned long kb;
+		unsigned k;
+
+		if (strncmp(de->d_name, "hugepages-", 10) ||
+		    hpr__parse_ulong(de->d_name + 10, strlen(de->d_name + 10), &kb))
+			continue;
+		if (in->nr_hugetlb_sizes >= 4)
+			break;
+		k = in->nr_hugetlb_sizes++;
+		in->hugetlb[k].page_size = (size_t)kb << 10;
+	}
+	if (d)
+		closedir(d);
+	/* ascending page size */
+	for (unsigned i = 0; i < in->nr_hugetlb_sizes; i++)
+		for (unsigned j = i + 1; j < in->nr_hugetlb_sizes; j++)
+			if (in->hugetlb[j].page_size < in->hugetlb[i].page_size) {
+				size_t t = in->hugetlb[i].page_size;
+
+				in->hugetlb[i].page_size = in->hugetlb[j].page_size;
+				in->hugetlb[j].page_size = t;
+			}
+	probe_features(in);
+}
+
+const struct hpr__caps *hpr__caps(void)
+{
+	if (!atomic_load_explicit(&caps_valid, memory_order_acquire)) {
+		pthread_mutex_lock(&caps_mu);
+		if (!atomic_load(&caps_valid)) {
+			probe_all(&caps);
+			atomic_store_explicit(&caps_valid, true, memory_order_release);
+		}
+		pthread_mutex_unlock(&caps_mu);
+	}
+	return &caps;
+}
+
+void hpr__probe_reset(void)
+{
+	atomic_store(&caps_valid, false);
+}
+
+bool hpr__hugetlb_size_supported(size_t ps)
+{
+	const struct hpr__caps *c = hpr__caps();
+
+	for (unsigned i = 0; i < c->info.nr_hugetlb_sizes; i++)
+		if (c->info.hugetlb[i].page_size == ps)
+			return true;
+	return false;
+}
+
+int hpr_probe(struct hpr_probe_info *info)
+{
+	const struct hpr__caps *c;
+
+	if (!info)
+		return hpr__fail(-EINVAL, "hpr_probe: info is NULL");
+	c = hpr__caps();
+	*info = c->info;
+	for (unsigned i = 0; i < info->nr_hugetlb_sizes; i++) {
+		size_t ps = info->hugetlb[i].page_size;
+
+		hpr__hugetlb_pool(ps, -1, &info->hugetlb[i].total,
+				  &info->hugetlb[i].free, &info->hugetlb[i].reserved,
+				  &info->hugetlb[i].surplus);
+		for (unsigned n = 0; n < info->nr_nodes; n++)
+			hpr__hugetlb_pool(ps, (int)n, &info->hugetlb[i].node_total[n],
+					  &info->hugetlb[i].node_free[n], NULL, NULL);
+		info->hugetlb[i].cgroup_limit = hpr__hugetlb_cgroup_room(ps);
+	}
+	return 0;
+}

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Region lifecycle: config validation, hpr_create/hpr_destroy, getters.
+ * The backends themselves (mappings, files, the AUTO chain) are in backend.c.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void hpr_config_init_sized(struct hpr_config *cfg, size_t struct_size)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, struct_size);
+	cfg->struct_size = struct_size;
+	cfg->backend = HPR_BACKEND_AUTO;
+	cfg->numa_policy = HPR_NUMA_DEFAULT;
+}
+
+/* Copy a caller's config of any version into ours (libbpf's OPTS_VALID). */
+static int config_copy(const struct hpr_config *in, struct hpr_config *c)
+{
+	size_t sz;
+
+	if (!in)
+		return hpr__fail(-EINVAL, "hpr_create: config is NULL");
+	sz = in->struct_size;
+	if (sz < offsetof(struct hpr_config, workers) + sizeof(unsigned))
+		return hpr__fail(-EINVAL, "hpr_create: config was not initialised: "
+					  "call hpr_config_init() first");
+	if (sz > sizeof(*c)) {
+		const unsigned char *extra = (const unsigned char *)in + sizeof(*c);
+
+		for (size_t i = 0; i < sz - sizeof(*c); i++)
+			if (extra[i])
+				return hpr__fail(-E2BIG,
+						 "hpr_create: the config sets fields unknown "
+						 "to hpregion %s (byte %zu of %zu): rebuild "
+						 "against this library's header",
+						 hpr_version(), sizeof(*c) + i, sz);
+		sz = sizeof(*c);
+	}
+	hpr_config_init_sized(c, sizeof(*c));
+	memcpy(c, in, sz);
+	c->struct_size = sizeof(*c);
+	return 0;
+}
+
+static int config_check(const struct hpr_config *c)
+{
+	if (c->flags & ~HPR_F_ALL_)
+		return hpr__fail(-EINVAL, "hpr_create: unknown flag bits %#x",
+				 c->flags & ~HPR_F_ALL_);
+	if ((c->flags & HPR_F_PREFAULT) && (c->flags & HPR_F_PREFAULT_ASYNC))
+		return hpr__fail(-EINVAL, "hpr_create: HPR_F_PREFAULT and "
+					  "HPR_F_PREFAULT_ASYNC exclude each other");
+	if ((unsigned)c->backend > HPR_BACKEND_HUGETLB)
+		return hpr__fail(-EINVAL, "hpr_create: unknown backend %d", (int)c->backend);
+	if (!c->size)
+		return hpr__fail(-EINVAL, "hpr_create: size is 0");
+	if (c->size > ((size_t)1 << 56))
+		return hpr__fail(-EINVAL, "hpr_create: size %#zx is beyond the address "
+					  "space", c->size);
+	if (c->page_size & (c->page_size - 1))
+		return hpr__fail(-EINVAL, "hpr_create: page_size %zu is not a power of two",
+				 c->page_size);
+	if (c->backend == HPR_BACKEND_THP && (c->flags & HPR_F_SHARED))
+		return hpr__fail(-EINVAL, "hpr_create: THP regions are private "
+					  "anonymous memory; use HPR_BACKEND_SHMEM for "
+					  "HPR_F_SHARED");
+	if (c->name && strlen(c->name) > 40)
+		return hpr__fail(-EINVAL, "hpr_create: name is longer than 40 bytes");
+	if (c->workers > 1024)
+		return hpr__fail(-EINVAL, "hpr_create: %u workers is unreasonable "
+					  "(max 1024)", c->workers);
+	return 0;
+}
+
+static unsigned default_workers(const hpr_region *r)
+{
+	cpu_set_t set;
+	int n;
+
+	if (hpr__numa_cpus(&r->numa, &set))
+		return 1;
+	n = CPU_COUNT(&set);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+int hpr_create(const struct hpr_config *cfg, hpr_region **out)
+{
+	struct hpr_config c;
+	hpr_region *r;
+	int rc;
+
+	if (!out)
+		return hpr__fail(-EINVAL, "hpr_create: out is NULL");
+	*out = NULL;
+	if ((rc = config_copy(cfg, &c)) || (rc = config_check(&c)))
+		return rc;
+
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return hpr__fail(-ENOMEM, "hpr_create: out of memory");
+	r->fd = -1;
+	r->flags = c.flags;
+	r->lazy_budget = c.lazy_budget;
+	r->psi_stall_us = c.psi_stall_us ? c.psi_stall_us : 100000;
+	snprintf(r->name, sizeof(r->name), "%s", c.name ? c.name : "region");
+	pthread_mutex_init(&r->partial_mu, NULL);
+	pthread_mutex_init(&r->rel_mu, NULL);
+	atomic_store(&r->fault_err_off, (size_t)-1);
+	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+	hpr__pool_init(r);
+
+	rc = hpr__numa_setup(&r->numa, c.numa_policy, c.numa_nodes);
+	if (rc)
+		goto fail_early;
+	r->nworkers = c.workers ? c.workers : default_workers(r);
+
+	rc = hpr__backend_create(r, &c);
+	if (rc)
+		goto fail_early;
+
+	r->state = calloc(r->npages, sizeof(*r->state));
+	r->partial = calloc(r->npages, sizeof(*r->partial));
+	if (!r->state || !r->partial) {
+		rc = hpr__fail(-ENOMEM, "hpr_create: cannot allocate the fault table "
+					"for %zu pages", r->npages);
+		goto fail;
+	}
+	if (c.flags & (HPR_F_PREFAULT | HPR_F_LOCK)) {
+		/* HPR_F_LOCK: mlock would fault everything in on one thread;
+		 * do it in parallel first */
+		rc = hpr_fault_in(r, 0, r->size);
+		if (rc)
+			goto fail;
+	}
+	if (c.flags & HPR_F_LOCK) {
+		rc = hpr__os->mlock(r->base, r->size);
+		if (rc) {
+			char sz[32];
+
+			rc = hpr__fail(rc, "hpr_create: mlock of %s failed (%s): raise "
+					   "RLIMIT_MEMLOCK (ulimit -l) or run with "
+					   "CAP_IPC_LOCK",
+				       hpr__fmt_size(r->size, sz, sizeof(sz)), strerror(-rc));
+			goto fail;
+		}
+		r->locked = true;
+	}
+	rc = hpr__release_init(r);
+	if (rc)
+		goto fail;
+	if (c.flags & HPR_F_PREFAULT_ASYNC) {
+		rc = hpr_prefault_start(r, 0, r->size);
+		if (rc)
+			goto fail;
+	}
+	*out = r;
+	return 0;
+
+fail:
+	r->flags &= ~HPR_F_KEEP_FILE; /* a failed create leaves no file */
+	hpr__pool_destroy(r);
+	hpr__release_destroy(r);
+	hpr__backend_destroy(r);
+	free(r->state);
+	free(r->partial);
+	pthread_mutex_destroy(&r->partial_mu);
+	pthread_mutex_destroy(&r->rel_mu);
+	free(r);
+	return rc;
+fail_early:
+	hpr__pool_destroy(r);
+	pthread_mutex_destroy(&r->partial_mu);
+	pthread_mutex_destroy(&r->rel_mu);
+	free(r);
+	return rc;
+}
+
+int hpr_destroy(hpr_region *r)
+{
+	int rc;
+
+	if (!r)
+		return 0;
+	hpr__pool_destroy(r);
+	hpr__release_destroy(r);
+	if (r->locked)
+		hpr__os->munlock(r->base, r->size);
+	rc = hpr__backend_destroy(r);
+	if (r->partial)
+		for (size_t i = 0; i < r->npages; i++)
+			free(atomic_load(&r->partial[i]));
+	free(r->partial);
+	free(r->state);
+	pthread_mutex_destroy(&r->partial_mu);
+	pthread_mutex_destroy(&r->rel_mu);
+	free(r);
+	return rc;
+}
+
+void *hpr_base(const hpr_region *r)
+{
+	return r ? r->base : NULL;
+}
+
+size_t hpr_size(const hpr_region *r)
+{
+	return r ? r->size : 0;
+}
+
+size_t hpr_page_size(const hpr_region *r)
+{
+	return r ? r->page_size : 0;
+}
+
+enum hpr_backend hpr_backend_of(const hpr_region *r)
+{
+	return r ? r->backend : HPR_BACKEND_AUTO;
+}
+
+int hpr_fd(const hpr_region *r)
+{
+	return r ? r->fd : -1;
+}
+
+const char *hpr_name(const hpr_region *r)
+{
+	return r ? r->name : NULL;
+}
+
+const char *hpr_backend_name(enum hpr_backend b)
+{
+	switch (b) {
+	case HPR_BACKEND_AUTO:
+		return "auto";
+	case HPR_BACKEND_THP:
+		return "thp";
+	case HPR_BACKEND_SHMEM:
+		return "shmem";
+	case HPR_BACKEND_HUGETLB:
+		return "hugetlb";
+	}
+	return "unknown";
+}

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lazy release and reclaim.
+ *
+ * Release works on whole huge pages only. A partial huge page is remembered
+ * (a 512-bit map of its 1/512ths) until the rest of it is released, so a
+ * release never splits a THP; a later hpr_fault_in of part of it clears
+ * those bits again.
+ *
+ *  THP (private anonymous): MADV_FREE. Contiguous released pages go to the
+ *  kernel in one call, so a burst costs one TLB flush, not one per page.
+ *  While the call is in flight the pages are BUSY in the fault table, so a
+ *  concurrent fault-in waits rather than losing its data to the free.
+ *
+ *  shmem / hugetlb (no MADV_FREE there): the release is a state change only:
+ *  no syscall, no TLB flush (the "volatile ranges" idea). Reuse before
+ *  reclaim costs nothing. Reclaim punches holes (FALLOC_FL_PUNCH_HOLE) when
+ *  hpr_reclaim() asks, when the lazy budget is exceeded, or when the PSI
+ *  trigger on /proc/pressure/memory fires (HPR_F_PSI_RECLAIM).
+ *
+ * Reclaim and reuse of one huge page serialize on its fault-table slot: a
+ * page being reclaimed is BUSY, and a page faulted back is PRESENT, which
+ * reclaim never touches.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PARTIAL_WORDS 8 /* 512 bits */
+
+static size_t chunk_size(const hpr_region *r)
+{
+	return r->page_size / 512;
+}
+
+/* Mark [lo, hi) (offsets inside page idx) released; true when the whole
+ * page now is. */
+static bool partial_mark(hpr_region *r, size_t idx, size_t lo, size_t hi)
+{
+	size_t cs = chunk_size(r);
+	size_t c0 = (lo + cs - 1) / cs, c1 = hi / cs; /* whole chunks only */
+	uint64_t *m;
+	bool full = true;
+
+	if (c0 >= c1)
+		return false;
+	pthread_mutex_lock(&r->partial_mu);
+	m = atomic_load(&r->partial[idx]);
+	if (!m) {
+		m = calloc(PARTIAL_WORDS, sizeof(*m));
+		if (!m) {
+			pthread_mutex_unlock(&r->partial_mu);
+			return false; /* forgetting a partial release is safe */
+		}
+		atomic_store(&r->partial[idx], m);
+	}
+	for (size_t c = c0; c < c1; c++)
+		m[c / 64] |= 1ULL << (c % 64);
+	for (int w = 0; w < PARTIAL_WORDS; w++)
+		if (m[w] != ~0ULL)
+			full = false;
+	if (full) {
+		atomic_store(&r->partial[idx], NULL);
+		free(m);
+	}
+	pthread_mutex_unlock(&r->partial_mu);
+	return full;
+}
+
+void hpr__partial_clear(hpr_region *r, size_t off, size_t len)
+{
+	size_t first = off >> r->page_shift;
+	size_t last = (off + len + r->page_size - 1) >> r->page_shift;
+
+	for (size_t i = first; i < last; i++) {
+		uint64_t *m = atomic_load_explicit(&r->partial[i], memory_order_relaxed);
+
+		if (!m)
+			continue;
+		/* reusing part of a partly released page: forget the release
+		 * (conservative: the page stays whole and in use) */
+		pthread_mutex_lock(&r->partial_mu);
+		m = atomic_load(&r->partial[i]);
+		atomic_store(&r->partial[i], NULL);
+		pthread_mutex_unlock(&r->partial_mu);
+		free(m);
+	}
+}
+
+/* Take PRESENT pages [a, b) to BUSY; returns how many were taken, leaving
+ * them marked in take[]. */
+static bool take_busy(hpr_region *r, size_t idx)
+{
+	struct hpr__slot *s = hpr__slot_for(r, idx);
+	uint8_t st;
+	bool took = false;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		st = atomic_load(&r->state[idx]);
+		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
+			break;
+		pthread_cond_wait(&s->cv, &s->mu);
+	}
+	if (st == HPR_PS_PRESENT) {
+		atomic_store(&r->state[idx], HPR_PS_BUSY);
+		took = true;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return took;
+}
+
+static void set_state(hpr_region *r, size_t idx, uint8_t st)
+{
+	struct hpr__slot *s = hpr__slot_for(r, idx);
+
+	pthread_mutex_lock(&s->mu);
+	atomic_store_explicit(&r->state[idx], st, memory_order_release);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Release the BUSY run [a, b): one syscall for the run. */
+static int release_run(hpr_region *r, size_t a, size_t b)
+{
+	char *p = r->base + hpr__page_off(r, a);
+	size_t len = (b - a) << r->page_shift;
+	int rc = 0;
+
+	if (r->flags & HPR_F_GUARD)
+		rc = hpr__os->mprotect(p, len, PROT_NONE);
+	if (!rc && r->backend == HPR_BACKEND_THP)
+		rc = hpr__os->madvise(p, len, MADV_FREE);
+	for (size_t i = a; i < b; i++) {
+		if (rc) {
+			set_state(r, i, HPR_PS_PRESENT);
+			continue;
+		}
+		atomic_fetch_sub(&r->present_pages, 1);
+		atomic_fetch_add(&r->lazy_pages, 1);
+		set_state(r, i, HPR_PS_LAZY);
+	}
+	if (rc)
+		return hpr__fail(rc, "region '%s': releasing [%#zx, +%#zx) failed: %s",
+				 r->name, hpr__page_off(r, a), len, strerror(-rc));
+	return 0;
+}
+
+int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
+{
+	size_t first, last, end, run = (size_t)-1;
+	int rc;
+
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_release_lazy: region is NULL");
+	if (off > r->size || len > r->size - off)
+		return hpr__fail(-EINVAL,
+				 "hpr_release_lazy: range [%#zx, +%#zx) is outside "
+				 "region '%s' of %#zx bytes",
+				 off, len, r->name, r->size);
+	if (r->locked)
+		return hpr__fail(-EPERM,
+				 "region '%s' is mlocked (HPR_F_LOCK): locked memory "
+				 "cannot be given back; create it without HPR_F_LOCK to "
+				 "release lazily",
+				 r->name);
+	if (!len)
+		return 0;
+	end = off + len;
+	first = (off + r->page_size - 1) >> r->page_shift;
+	last = end >> r->page_shift;
+	/* partial head and tail pages */
+	if (first > last) { /* inside one page */
+		size_t idx = off >> r->page_shift;
+
+		if (!partial_mark(r, idx, off - hpr__page_off(r, idx),
+				  end - hpr__page_off(r, idx)))
+			return 0;
+		first = idx;
+		last = idx + 1;
+	} else {
+		if (off & (r->page_size - 1)) {
+			size_t idx = off >> r->page_shift;
+
+			if (partial_mark(r, idx, off - hpr__page_off(r, idx), r->page_size))
+				first = idx;
+		}
+		if (end & (r->page_size - 1)) {
+			size_t idx = end >> r->page_shift;
+
+			if (partial_mark(r, idx, 0, end - hpr__page_off(r, idx)))
+				last = idx + 1;
+		}
+	}
+	pthread_mutex_lock(&r->rel_mu);
+	rc = 0;
+	for (size_t i = first; i < last; i++) {
+		uint64_t *m = atomic_load(&r->partial[i]);
+
+		if (m) { /* released whole now: drop its partial map */
+			pthread_mutex_lock(&r->partial_mu);
+			m = atomic_load(&r->partial[i]);
+			atomic_store(&r->partial[i], NULL);
+			pthread_mutex_unlock(&r->partial_mu);
+			free(m);
+		}
+		if (take_busy(r, i)) {
+			if (run == (size_t)-1)
+				run = i;
+			continue;
+		}
+		if (run != (size_t)-1) {
+			int e = release_run(r, run, i);
+
+			rc = rc ? rc : e;
+			run = (size_t)-1;
+		}
+	}
+	if (run != (size_t)-1) {
+		int e = release_run(r, run, last);
+
+		rc = rc ? rc : e;
+	}
+	pthread_mutex_unlock(&r->rel_mu);
+	if (!rc && r->lazy_budget && r->backend != HPR_BACKEND_THP) {
+		size_t lazy = atomic_load(&r->lazy_pages) << r->page_shift;
+
+		if (lazy > r->lazy_budget)
+			hpr_reclaim(r, lazy - r->lazy_budget, NULL);
+	}
+	return rc;
+}
+
+/* Discard one LAZY page now. Returns 1 if discarded, 0 if not lazy. */
+static int reclaim_page(hpr_region *r, size_t idx)
+{
+	struct hpr__slot *s = hpr__slot_for(r, idx);
+	char *p = r->base + hpr__page_off(r, idx);
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	if (atomic_load(&r->state[idx]) != HPR_PS_LAZY) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	atomic_store(&r->state[idx], HPR_PS_BUSY);
+	pthread_mutex_unlock(&s->mu);
+
+	if (r->backend == HPR_BACKEND_THP)
+		rc = hpr__os->madvise(p, r->page_size, MADV_DONTNEED);
+	else
+		rc = hpr__os->fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)hpr__page_off(r, idx), (off_t)r->page_size);
+	pthread_mutex_lock(&s->mu);
+	if (rc) {
+		atomic_store(&r->state[idx], HPR_PS_LAZY);
+	} else {
+		atomic_store(&r->state[idx], HPR_PS_ABSENT);
+		atomic_fetch_sub(&r->lazy_pages, 1);
+		atomic_fetch_add(&r->reclaimed_bytes, r->page_size);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return rc ? rc : 1;
+}
+
+int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
+{
+	size_t got = 0;
+	int rc = 0;
+
+	if (reclaimed)
+		*reclaimed = 0;
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_reclaim: region is NULL");
+	for (size_t i = 0; i < r->npages; i++) {
+		int e;
+
+		if (max_bytes && got >= max_bytes)
+			break;
+		if (atomic_load_explicit(&r->state[i], memory_order_relaxed) != HPR_PS_LAZY)
+			continue;
+		e = reclaim_page(r, i);
+		if (e == 1)
+			got += r->page_size;
+		else if (e < 0 && !rc)
+			rc = hpr__fail(e, "region '%s': reclaiming offset %#zx failed: %s",
+				       r->name, hpr__page_off(r, i), strerror(-e));
+	}
+	if (reclaimed)
+		*reclaimed = got;
+	return rc;
+}
+
+/* ---- PSI-driven reclaimer (HPR_F_PSI_RECLAIM) ---- */
+static void *reclaimer_main(void *arg)
+{
+	hpr_region *r = arg;
+	char trig[64];
+	struct pollfd pf[2];
+	int fd;
+
+	fd = open("/proc/pressure/memory", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	snprintf(trig, sizeof(trig), "some %u 1000000", r->psi_stall_us);
+	if (write(fd, trig, strlen(trig) + 1) < 0) {
+		hpr__log(HPR_LOG_WARN, "region '%s': PSI trigger '%s' refused: %s",
+			 r->name, trig, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	pf[0].fd = fd;
+	pf[0].events = POLLPRI;
+	pf[1].fd = r->reclaimer_pipe[0];
+	pf[1].events = POLLIN;
+	for (;;) {
+		int n = poll(pf, 2, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || (pf[1].revents & (POLLIN | POLLHUP)))
+			break;
+		if (pf[0].revents & POLLERR)
+			break;
+		if (pf[0].revents & POLLPRI) {
+			size_t got = 0;
+
+			hpr_reclaim(r, 0, &got);
+			hpr__log(HPR_LOG_INFO, "region '%s': memory pressure, reclaimed %zu bytes",
+				 r->name, got);
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+int hpr__release_init(hpr_region *r)
+{
+	int rc;
+
+	if (!(r->flags & HPR_F_PSI_RECLAIM))
+		return 0;
+	if (!hpr__caps()->info.have_psi)
+		return hpr__fail(-EOPNOTSUPP, "HPR_F_PSI_RECLAIM: this kernel has no "
+					      "/proc/pressure/memory (boot with psi=1)");
+	if (pipe2(r->reclaimer_pipe, O_CLOEXEC))
+		return hpr__fail(-errno, "pipe: %s", strerror(errno));
+	rc = -pthread_create(&r->reclaimer, NULL, reclaimer_main, r);
+	if (rc) {
+		close(r->reclaimer_pipe[0]);
+		close(r->reclaimer_pipe[1]);
+		r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+		return hpr__fail(rc, "cannot start the reclaimer thread: %s", strerror(-rc));
+	}
+	r->reclaimer_running = true;
+	return 0;
+}
+
+void hpr__release_destroy(hpr_region *r)
+{
+	if (r->reclaimer_running) {
+		close(r->reclaimer_pipe[1]);
+		pthread_join(r->reclaimer, NULL);
+		close(r->reclaimer_pipe[0]);
+		r->reclaimer_running = false;
+	}
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hpr_stats: the truth from the kernel (the region's VMAs in
+ * /proc/self/smaps, per-node residency from move_pages) next to the
+ * library's own counters.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
+{
+	struct hpr__smaps_parser p;
+	char *buf;
+	size_t cap = 1 << 16, have = 0;
+	int fd, rc = 0;
+
+	fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	hpr__smaps_init(&p, lo, hi);
+	for (;;) {
+		ssize_t n = read(fd, buf + have, cap - have);
+		size_t s = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0) {
+			if (have)
+				hpr__smaps_line(&p, buf, have);
+			break;
+		}
+		have += (size_t)n;
+		for (size_t i = 0; i < have; i++) {
+			if (buf[i] == '\n') {
+				hpr__smaps_line(&p, buf + s, i - s);
+				s = i + 1;
+			}
+		}
+		memmove(buf, buf + s, have - s);
+		have -= s;
+		if (have == cap) /* absurd line: drop it */
+			have = 0;
+	}
+	free(buf);
+	close(fd);
+	*sum = p.sum;
+	return rc;
+}
+
+int hpr_stats(hpr_region *r, struct hpr_stats *st)
+{
+	struct hpr__smaps_sum s;
+	int rc;
+
+	if (!r || !st)
+		return hpr__fail(-EINVAL, "hpr_stats: region or stats is NULL");
+	memset(st, 0, sizeof(*st));
+	rc = hpr__smaps_range((uintptr_t)r->base, (uintptr_t)r->base + r->size, &s);
+	if (rc)
+		return hpr__fail(rc, "hpr_stats: cannot read /proc/self/smaps: %s",
+				 strerror(-rc));
+	st->size = r->size;
+	st->backend = r->backend;
+	st->page_size = r->page_size;
+	st->resident = (size_t)(s.rss + s.hugetlb);
+	st->huge_mapped = (size_t)(s.anon_huge + s.shmem_pmd + s.file_pmd + s.hugetlb);
+	if (st->huge_mapped > st->resident)
+		st->resident = st->huge_mapped;
+	st->small_mapped = st->resident - st->huge_mapped;
+	st->pages_total = r->npages;
+	st->pages_present = atomic_load(&r->present_pages);
+	st->pages_lazy = atomic_load(&r->lazy_pages);
+	if (r->backend == HPR_BACKEND_THP)
+		st->lazy = (size_t)s.lazyfree;
+	else
+		st->lazy = st->pages_lazy << r->page_shift;
+	st->populate_calls = atomic_load(&r->populate_calls);
+	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
+	st->collapsed_pages = atomic_load(&r->collapsed_pages);
+	st->snapshot_io = atomic_load(&r->snapshot_io);
+	if (hpr__numa_residency(r->base, r->size, r->page_size, st->node_resident,
+				&st->nr_nodes))
+		st->nr_nodes = 0;
+	return 0;
+}

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The worker pool and the fault-in entry points.
+ *
+ * Each region owns a pool of threads, created and pinned (to the CPUs of its
+ * NUMA nodes) the first time there is parallel work, all before that work is
+ * published: creating a thread takes the mm's mmap lock, and spawning
+ * threads while others populate convoys behind it. Workers pull batches of
+ * huge pages from an atomic cursor, so there is no static split and no
+ * straggler. A job is a page function (fault, collapse, snapshot load)
+ * over a page range.
+ *
+ * A synchronous job (hpr_fault_in, hpr_collapse) runs on the caller plus the
+ * workers. While a background prefault owns the pool, a synchronous caller
+ * does its own pages at once (demand first) rather than queueing; the fault
+ * table keeps every page exactly-once whoever gets there first.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct worker_arg {
+	hpr_region *r;
+	unsigned id;
+};
+
+static size_t batch_for(const hpr_region *r)
+{
+	size_t b = (4UL << 20) >> r->page_shift;
+
+	return b ? b : 1;
+}
+
+static void job_record_err(struct hpr__job *j, int rc, size_t idx)
+{
+	pthread_mutex_t *unused = NULL;
+	int zero = 0;
+
+	(void)unused;
+	if (atomic_compare_exchange_strong(&j->err, &zero, rc)) {
+		atomic_store(&j->err_idx, idx);
+	} else {
+		/* keep the lowest failing page: CAS loop on the index */
+		size_t cur = atomic_load(&j->err_idx);
+
+		while (idx < cur && !atomic_compare_exchange_weak(&j->err_idx, &cur, idx))
+			;
+	}
+	/* out of backing memory does not get better further on */
+	atomic_store(&j->cancel, true);
+}
+
+static void run_job(hpr_region *r, struct hpr__job *j)
+{
+	for (;;) {
+		size_t b, e;
+
+		if (atomic_load_explicit(&j->cancel, memory_order_relaxed))
+			break;
+		b = atomic_fetch_add_explicit(&j->cursor, j->batch, memory_order_relaxed);
+		if (b >= j->last)
+			break;
+		e = b + j->batch < j->last ? b + j->batch : j->last;
+		for (size_t i = b; i < e; i++) {
+			int rc;
+
+			if (atomic_load_explicit(&j->cancel, memory_order_relaxed))
+				break;
+			rc = j->fn(r, i, j->arg);
+			if (rc)
+				job_record_err(j, rc, i);
+			else
+				atomic_fetch_add_explicit(&j->done, 1, memory_order_relaxed);
+		}
+	}
+}
+
+static void job_leave(struct hpr__pool *p, struct hpr__job *j, bool is_async)
+{
+	pthread_mutex_lock(&p->mu);
+	if (atomic_fetch_sub(&j->running, 1) == 1) {
+		j->finished = true;
+		if (is_async && p->job == j)
+			p->job = NULL;
+		pthread_cond_broadcast(&p->done_cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void *worker_main(void *argp)
+{
+	struct worker_arg *wa = argp;
+	hpr_region *r = wa->r;
+	struct hpr__pool *p = &r->pool;
+	uint64_t seen = 0;
+
+	free(wa);
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		struct hpr__job *j;
+		bool is_async;
+
+		while (!p->stopping && (!p->job || p->gen == seen))
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->stopping)
+			break;
+		seen = p->gen;
+		j = p->job;
+		is_async = j == &p->async;
+		pthread_mutex_unlock(&p->mu);
+		run_job(r, j);
+		job_leave(p, j, is_async);
+		pthread_mutex_lock(&p->mu);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int hpr__pool_init(hpr_region *r)
+{
+	struct hpr__pool *p = &r->pool;
+
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	return 0;
+}
+
+/* Create and pin every worker before any job is published. Pool lock held. */
+static int pool_start(hpr_region *r)
+{
+	struct hpr__pool *p = &r->pool;
+	pthread_attr_t attr;
+	cpu_set_t set;
+	int rc = 0;
+
+	if (p->started)
+		return 0;
+	p->threads = calloc(r->nworkers, sizeof(*p->threads));
+	if (!p->threads)
+		return hpr__fail(-ENOMEM, "cannot allocate %u worker handles", r->nworkers);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	if (!hpr__numa_cpus(&r->numa, &set) && r->numa.active)
+		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	for (unsigned i = 0; i < r->nworkers; i++) {
+		struct worker_arg *wa = malloc(sizeof(*wa));
+
+		if (!wa) {
+			rc = -ENOMEM;
+			break;
+		}
+		wa->r = r;
+		wa->id = i;
+		rc = -pthread_create(&p->threads[i], &attr, worker_main, wa);
+		if (rc) {
+			free(wa);
+			break;
+		}
+		p->nthreads++;
+	}
+	pthread_attr_destroy(&attr);
+	p->started = true;
+	if (rc && !p->nthreads)
+		return hpr__fail(rc, "cannot start worker threads: %s", strerror(-rc));
+	return 0; /* fewer workers than asked still works */
+}
+
+void hpr__pool_destroy(hpr_region *r)
+{
+	struct hpr__pool *p = &r->pool;
+
+	hpr_prefault_cancel(r);
+	hpr_prefault_wait(r);
+	pthread_mutex_lock(&p->mu);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	free(p->threads);
+	p->threads = NULL;
+	p->nthreads = 0;
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	pthread_cond_destroy(&p->done_cv);
+}
+
+static void job_init(struct hpr__job *j, hpr_region *r, hpr__page_fn fn,
+		     void *arg, size_t first, size_t last)
+{
+	memset(j, 0, sizeof(*j));
+	j->fn = fn;
+	j->arg = arg;
+	j->first = first;
+	j->last = last;
+	j->batch = batch_for(r);
+	atomic_store(&j->cursor, first);
+	atomic_store(&j->err_idx, (size_t)-1);
+}
+
+int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t last)
+{
+	struct hpr__pool *p = &r->pool;
+	struct hpr__job j;
+	int rc;
+
+	job_init(&j, r, fn, arg, first, last);
+	if (r->nworkers > 1 && last - first > 1) {
+		pthread_mutex_lock(&p->mu);
+		if (!p->job && !pool_start(r) && p->nthreads) {
+			/* workers + the caller */
+			atomic_store(&j.running, p->nthreads + 1);
+			p->job = &j;
+			p->gen++;
+			pthread_cond_broadcast(&p->cv);
+			pthread_mutex_unlock(&p->mu);
+			run_job(r, &j);
+			pthread_mutex_lock(&p->mu);
+			if (atomic_fetch_sub(&j.running, 1) == 1)
+				j.finished = true;
+			while (!j.finished)
+				pthread_cond_wait(&p->done_cv, &p->mu);
+			p->job = NULL;
+			/* wake a prefault_start waiting for the pool */
+			pthread_cond_broadcast(&p->done_cv);
+			pthread_mutex_unlock(&p->mu);
+			return atomic_load(&j.err);
+		}
+		pthread_mutex_unlock(&p->mu);
+	}
+	/* one worker, a single page, or the pool is busy with a background
+	 * job: the caller does its own pages now */
+	run_job(r, &j);
+	rc = atomic_load(&j.err);
+	return rc;
+}
+
+int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
+	       size_t *last)
+{
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	if (off > r->size || len > r->size - off)
+		return hpr__fail(-EINVAL,
+				 "range [%#zx, +%#zx) is outside region '%s' of %#zx bytes",
+				 off, len, r->name, r->size);
+	*first = off >> r->page_shift;
+	*last = len ? (off + len + r->page_size - 1) >> r->page_shift : *first;
+	return 0;
+}
+
+int hpr_fault_in(hpr_region *r, size_t off, size_t len)
+{
+	size_t first, last, i;
+	int rc = hpr__range(r, off, len, &first, &last);
+
+	if (rc)
+		return rc;
+	hpr__partial_clear(r, off, len);
+	for (i = first; i < last; i++)
+		if (atomic_load_explicit(&r->state[i], memory_order_acquire) !=
+		    HPR_PS_PRESENT)
+			break;
+	if (i == last)
+		return 0; /* all present: no lock, no syscall */
+	return hpr__run(r, hpr__fault_page, NULL, i, last);
+}
+
+int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
+{
+	struct hpr__pool *p;
+	size_t first, last;
+	int rc = hpr__range(r, off, len, &first, &last);
+
+	if (rc)
+		return rc;
+	p = &r->pool;
+	pthread_mutex_lock(&p->mu);
+	if (p->async_active) {
+		pthread_mutex_unlock(&p->mu);
+		return hpr__fail(-EBUSY, "region '%s' already has a background prefault: "
+					 "hpr_prefault_wait() or hpr_prefault_cancel() first",
+				 r->name);
+	}
+	while (p->job) /* a synchronous job is finishing */
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	rc = pool_start(r);
+	if (rc || !p->nthreads) {
+		pthread_mutex_unlock(&p->mu);
+		return rc ? rc : hpr__fail(-EAGAIN, "no worker thread could be started");
+	}
+	job_init(&p->async, r, hpr__fault_page, NULL, first, last);
+	atomic_store(&p->async.running, p->nthreads);
+	p->async_active = true;
+	p->job = &p->async;
+	p->gen++;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+int hpr_prefault_wait(hpr_region *r)
+{
+	struct hpr__pool *p;
+	int rc;
+
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	p = &r->pool;
+	pthread_mutex_lock(&p->mu);
+	if (!p->async_active) {
+		pthread_mutex_unlock(&p->mu);
+		return 0;
+	}
+	while (!p->async.finished)
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	p->async_active = false;
+	rc = atomic_load(&p->async.err);
+	pthread_mutex_unlock(&p->mu);
+	if (rc == -ECANCELED)
+		return hpr__fail(rc, "the background prefault of region '%s' was cancelled",
+				 r->name);
+	return rc;
+}
+
+int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total)
+{
+	struct hpr__pool *p;
+
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	p = &r->pool;
+	pthread_mutex_lock(&p->mu);
+	if (done)
+		*done = atomic_load(&p->async.done) << r->page_shift;
+	if (total)
+		*total = (p->async.last - p->async.first) << r->page_shift;
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+int hpr_prefault_cancel(hpr_region *r)
+{
+	struct hpr__pool *p;
+	int zero = 0;
+
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	p = &r->pool;
+	pthread_mutex_lock(&p->mu);
+	if (p->async_active && !p->async.finished) {
+		atomic_compare_exchange_strong(&p->async.err, &zero, -ECANCELED);
+		atomic_store(&p->async.cancel, true);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
