@@ -1,0 +1,19 @@
+#!/bin/sh
+# Install the Debian packages hpregion needs to build, test and run its
+# examples. Idempotent: does nothing when they are all there.
+set -e
+PKGS="build-essential cmake pkg-config libnuma-dev liburing-dev check numactl clang"
+PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing packages:$missing -- run as root or: sudo apt-get install$missing" >&2
+	exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

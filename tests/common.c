@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: MIT */
+/* Test harness (see common.h). */
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static pid_t main_pid;
+
+struct restore {
+	char path[256];
+	char val[128];
+};
+static struct restore restores[32];
+static int nrestores;
+static char mounts[16][64];
+static int nmounts;
+
+void t_skip(const char *fmt, ...)
+{
+	va_list ap;
+	const char *strict = getenv("HPR_TEST_NO_SKIP");
+
+	fprintf(stderr, "SKIP: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	if (strict && *strict && strcmp(strict, "0")) {
+		fprintf(stderr, "HPR_TEST_NO_SKIP is set: a skip is a failure here\n");
+		exit(1);
+	}
+	exit(77);
+}
+
+static int write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+static int read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = 0;
+	return 0;
+}
+
+static void restore_all(void)
+{
+	if (getpid() != main_pid)
+		return;
+	for (int i = nrestores - 1; i >= 0; i--)
+		write_file(restores[i].path, restores[i].val);
+	for (int i = nmounts - 1; i >= 0; i--) {
+		umount2(mounts[i], MNT_DETACH);
+		rmdir(mounts[i]);
+	}
+}
+
+int t_sysfs_set(const char *path, const char *val)
+{
+	char old[128];
+	int rc = read_file(path, old, sizeof(old));
+
+	if (rc)
+		return rc;
+	/* "always [madvise] never" -> "madvise" */
+	{
+		char *a = strchr(old, '['), *b = a ? strchr(a, ']') : NULL;
+
+		if (a && b) {
+			memmove(old, a + 1, (size_t)(b - a - 1));
+			old[b - a - 1] = 0;
+		}
+	}
+	if (nrestores < 32) {
+		int dup = 0;
+
+		for (int i = 0; i < nrestores; i++)
+			if (!strcmp(restores[i].path, path))
+				dup = 1;
+		if (!dup) {
+			snprintf(restores[nrestores].path, sizeof(restores[0].path), "%s", path);
+			snprintf(restores[nrestores].val, sizeof(restores[0].val), "%s", old);
+			nrestores++;
+		}
+	}
+	return write_file(path, val);
+}
+
+static const char *do_mount(const char *type, const char *opts)
+{
+	char tmpl[] = "/tmp/hprtest-XXXXXX";
+	char *d = mkdtemp(tmpl);
+
+	if (!d)
+		t_skip("mkdtemp: %s", strerror(errno));
+	if (mount("none", d, type, 0, opts)) {
+		int e = errno;
+
+		rmdir(d);
+		t_skip("cannot mount %s (%s): %s", type, opts ? opts : "", strerror(e));
+	}
+	if (nmounts < 16)
+		snprintf(mounts[nmounts++], sizeof(mounts[0]), "%s", d);
+	return nmounts ? mounts[nmounts - 1] : NULL;
+}
+
+const char *t_mount_tmpfs(const char *opts)
+{
+	return do_mount("tmpfs", opts);
+}
+
+const char *t_mount_hugetlbfs(const char *opts)
+{
+	return do_mount("hugetlbfs", opts);
+}
+
+static unsigned long pool_read(unsigned long kb, const char *what)
+{
+	char p[160], b[64];
+
+	snprintf(p, sizeof(p), "/sys/kernel/mm/hugepages/hugepages-%lukB/%s", kb, what);
+	if (read_file(p, b, sizeof(b)))
+		return 0;
+	return strtoul(b, NULL, 10);
+}
+
+unsigned long t_hugetlb_pool(unsigned long kb, unsigned long n)
+{
+	char p[160], v[32];
+
+	snprintf(p, sizeof(p), "/sys/kernel/mm/hugepages/hugepages-%lukB/nr_hugepages", kb);
+	if (access(p, F_OK))
+		t_skip("this kernel has no %lu kB hugetlb pages", kb);
+	snprintf(v, sizeof(v), "%lu", n);
+	if (t_sysfs_set(p, v))
+		t_skip("cannot set %s: %s (need root)", p, strerror(errno));
+	return pool_read(kb, "nr_hugepages");
+}
+
+unsigned long t_hugetlb_free(unsigned long kb)
+{
+	return pool_read(kb, "free_hugepages");
+}
+
+unsigned long t_hugetlb_resv(unsigned long kb)
+{
+	return pool_read(kb, "resv_hugepages");
+}
+
+unsigned long t_hugetlb_surp(unsigned long kb)
+{
+	return pool_read(kb, "surplus_hugepages");
+}
+
+int t_smaps(const void *addr, size_t len, struct t_smaps *o)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[512];
+	int in = 0;
+	uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+
+	memset(o, 0, sizeof(*o));
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b, v;
+		char key[64];
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = a < hi && b > lo;
+			o->vmas += in;
+			continue;
+		}
+		if (!in || sscanf(line, "%63s %lu", key, &v) != 2)
+			continue;
+		v *= 1024;
+		if (!strcmp(key, "Size:"))
+			o->size += v;
+		else if (!strcmp(key, "Rss:"))
+			o->rss += v;
+		else if (!strcmp(key, "AnonHugePages:"))
+			o->anon_huge += v;
+		else if (!strcmp(key, "ShmemPmdMapped:"))
+			o->shmem_pmd += v;
+		else if (!strcmp(key, "FilePmdMapped:"))
+			o->file_pmd += v;
+		else if (!strcmp(key, "Shared_Hugetlb:") || !strcmp(key, "Private_Hugetlb:"))
+			o->hugetlb += v;
+		else if (!strcmp(key, "LazyFree:"))
+			o->lazyfree += v;
+	}
+	fclose(f);
+	return 0;
+}
+
+int t_maps_count(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	int n = 0, c;
+
+	if (!f)
+		return -1;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+int t_dir_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+long long t_meminfo(const char *key)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	size_t kl = strlen(key);
+	long long v = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ':') {
+			v = strtoll(line + kl + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+void t_compact(void)
+{
+	write_file("/proc/sys/vm/compact_memory", "1");
+}
+
+int t_run_suite(Suite *s, unsigned needs)
+{
+	SRunner *sr;
+	int failed;
+
+	main_pid = getpid();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if ((needs & T_NEED_ROOT) && geteuid() != 0)
+		t_skip("this suite needs root (mounts, hugetlb pool)");
+	if (needs & T_NEED_ROOT) {
+		if (unshare(CLONE_NEWNS))
+			t_skip("unshare(CLONE_NEWNS): %s", strerror(errno));
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			t_skip("making / private: %s", strerror(errno));
+	}
+	atexit(restore_all);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test harness shared by the Check suites.
+ *
+ *  - HPR_TEST_MAIN(suite_fn, needs) enters a private mount namespace (so the
+ *    tmpfs/hugetlbfs mounts a suite makes vanish with it), runs the suite
+ *    with one forked process per test, and exits 0, 1, or 77 (skip).
+ *  - t_skip() prints why and exits 77; with HPR_TEST_NO_SKIP=1 (set by
+ *    .ci/run: CI has every capability) a skip is a failure (exit 1).
+ *  - System settings a test changes (hugetlb pool, THP sysfs modes) are
+ *    restored when the suite's main process exits.
+ *  - t_smaps() reads /proc/self/smaps with its own parser, independent of
+ *    the library's, so assertions check the kernel, not our bookkeeping.
+ */
+#ifndef HPR_TEST_COMMON_H
+#define HPR_TEST_COMMON_H
+
+#define _GNU_SOURCE
+#include <check.h>
+#include <hpregion/hpregion.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define T_NEED_ROOT (1u << 0) /* mounts, nr_hugepages */
+
+struct t_smaps {
+	size_t size, rss, anon_huge, shmem_pmd, file_pmd, hugetlb, lazyfree;
+	int vmas;
+};
+
+void t_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Mount a tmpfs with opts (e.g. "huge=always,size=1g") on a fresh dir. */
+const char *t_mount_tmpfs(const char *opts);
+/* Mount hugetlbfs with opts (e.g. "pagesize=2M" or NULL). */
+const char *t_mount_hugetlbfs(const char *opts);
+/* Set the hugetlb pool of page size kb (2048, 1048576) to n pages; the old
+ * value comes back at exit. Returns how many pages the kernel gave. */
+unsigned long t_hugetlb_pool(unsigned long kb, unsigned long n);
+unsigned long t_hugetlb_free(unsigned long kb);
+unsigned long t_hugetlb_resv(unsigned long kb);
+unsigned long t_hugetlb_surp(unsigned long kb);
+/* Write a sysfs/procfs file; the old content (or bracketed mode) comes back
+ * at exit. Returns 0 or -errno. */
+int t_sysfs_set(const char *path, const char *val);
+/* Kernel's view of [addr, addr+len): sums of VMAs overlapping it. */
+int t_smaps(const void *addr, size_t len, struct t_smaps *out);
+/* Lines in /proc/self/maps (to prove nothing was left mapped). */
+int t_maps_count(void);
+/* Number of entries in a directory (no file left behind). */
+int t_dir_entries(const char *dir);
+/* /proc/meminfo value in its own unit, or -1. */
+long long t_meminfo(const char *key);
+/* Drop caches/compact so huge pages are available. */
+void t_compact(void);
+
+int t_run_suite(Suite *s, unsigned needs);
+#define HPR_TEST_MAIN(suite_fn, needs)                                         \
+	int main(void)                                                         \
+	{                                                                      \
+		return t_run_suite(suite_fn(), needs);                         \
+	}
+
+#define MiB (1024UL * 1024UL)
+#define GiB (1024UL * MiB)
+#endif

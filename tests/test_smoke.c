@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* Smoke: each backend with HPR_F_PREFAULT is >= 95 % huge per smaps. */
+#include "common.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+static void check_backend(enum hpr_backend b, const char *path)
+{
+	struct hpr_config c;
+	struct hpr_stats st;
+	struct t_smaps k;
+	hpr_region *r;
+	int rc;
+
+	hpr_config_init(&c);
+	c.size = 64 * MiB;
+	c.backend = b;
+	c.path = path;
+	c.flags = HPR_F_PREFAULT;
+	rc = hpr_create(&c, &r);
+	ck_assert_msg(rc == 0, "create %s: %s", hpr_backend_name(b), hpr_strerror(rc));
+	memset(hpr_base(r), 0x5a, hpr_size(r));
+	ck_assert_int_eq(t_smaps(hpr_base(r), hpr_size(r), &k), 0);
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	{
+		size_t huge = k.anon_huge + k.shmem_pmd + k.file_pmd + k.hugetlb;
+
+		ck_assert_msg(huge * 100 >= hpr_size(r) * 95, "%s: only %zu of %zu huge",
+			      hpr_backend_name(b), huge, hpr_size(r));
+		ck_assert_uint_eq(st.huge_mapped, huge);
+	}
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+
+START_TEST(smoke_thp)
+{
+	check_backend(HPR_BACKEND_THP, NULL);
+}
+END_TEST
+
+START_TEST(smoke_shmem_tmpfs)
+{
+	check_backend(HPR_BACKEND_SHMEM, t_mount_tmpfs("huge=always"));
+}
+END_TEST
+
+START_TEST(smoke_hugetlb)
+{
+	t_hugetlb_pool(2048, 64);
+	check_backend(HPR_BACKEND_HUGETLB, NULL);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("smoke");
+	TCase *tc = tcase_create("backends");
+
+	tcase_add_test(tc, smoke_thp);
+	tcase_add_test(tc, smoke_shmem_tmpfs);
+	tcase_add_test(tc, smoke_hugetlb);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+HPR_TEST_MAIN(suite, T_NEED_ROOT)
