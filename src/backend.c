@@ -552,8 +552,10 @@ static int create_auto(hpr_region *r, const struct hpr_config *c)
 		have_mount = true;
 	}
 	/* 1. hugetlb */
-	if (!have_mount || m.fstype == (long)HUGETLBFS_MAGIC) {
-		rc = setup_hugetlb(r, c, have_mount ? &m : NULL);
+	{
+		bool on_htlb = have_mount && m.fstype == (long)HUGETLBFS_MAGIC;
+
+		rc = setup_hugetlb(r, c, on_htlb ? &m : NULL);
 		if (!rc)
 			return finish(r);
 		if (rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -ENOSPC)

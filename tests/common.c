@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,10 +22,32 @@ struct restore {
 	char path[256];
 	char val[128];
 };
-static struct restore restores[32];
-static int nrestores;
-static char mounts[16][64];
-static int nmounts;
+/* Check forks each test: what a test changes is recorded in memory shared
+ * with the suite's main process, which restores it at exit. */
+struct shared_state {
+	struct restore restores[32];
+	int nrestores;
+	char mounts[16][64];
+	int nmounts;
+};
+static struct shared_state *sh;
+#define restores (sh->restores)
+#define nrestores (sh->nrestores)
+#define mounts (sh->mounts)
+#define nmounts (sh->nmounts)
+
+static void shared_init(void)
+{
+	if (sh)
+		return;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		  -1, 0);
+	if (sh == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset(sh, 0, sizeof(*sh));
+}
 
 void t_skip(const char *fmt, ...)
 {
@@ -73,7 +97,7 @@ static int read_file(const char *path, char *buf, size_t len)
 
 static void restore_all(void)
 {
-	if (getpid() != main_pid)
+	if (!sh || getpid() != main_pid)
 		return;
 	for (int i = nrestores - 1; i >= 0; i--)
 		write_file(restores[i].path, restores[i].val);
@@ -86,6 +110,8 @@ static void restore_all(void)
 int t_sysfs_set(const char *path, const char *val)
 {
 	char old[128];
+
+	shared_init();
 	int rc = read_file(path, old, sizeof(old));
 
 	if (rc)
@@ -117,8 +143,10 @@ int t_sysfs_set(const char *path, const char *val)
 static const char *do_mount(const char *type, const char *opts)
 {
 	char tmpl[] = "/tmp/hprtest-XXXXXX";
-	char *d = mkdtemp(tmpl);
+	char *d;
 
+	shared_init();
+	d = mkdtemp(tmpl);
 	if (!d)
 		t_skip("mkdtemp: %s", strerror(errno));
 	if (mount("none", d, type, 0, opts)) {
@@ -278,10 +306,17 @@ int t_run_suite(Suite *s, unsigned needs)
 	int failed;
 
 	main_pid = getpid();
+	shared_init();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if ((needs & T_NEED_ROOT) && geteuid() != 0)
 		t_skip("this suite needs root (mounts, hugetlb pool)");
 	if (needs & T_NEED_ROOT) {
+		/* hugetlb pools and sysfs modes are system-wide: one suite
+		 * (or benchmark) that changes them at a time */
+		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+		if (lk >= 0)
+			flock(lk, LOCK_EX); /* held until exit */
 		if (unshare(CLONE_NEWNS))
 			t_skip("unshare(CLONE_NEWNS): %s", strerror(errno));
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
