@@ -259,7 +259,11 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 		int h = hpr__range_is_huge(r, a, r->page_size);
 
 		rc = 0;
-		if (h == 0 && (r->fault_huge || c->info.have_collapse))
+		/* a region HPR_F_FALLBACK made on base pages (THP never,
+		 * shmem deny) stays small: MADV_COLLAPSE ignores the sysfs
+		 * THP modes (mm/khugepaged.c), so collapsing here would
+		 * override the admin's "never" */
+		if (h == 0 && !r->degraded && (r->fault_huge || c->info.have_collapse))
 			rc = collapse_one(r, a);
 	}
 	if (rc || hpr__range_is_huge(r, a, r->page_size) == 0) {
