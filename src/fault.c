@@ -350,7 +350,9 @@ int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
 	atomic_store_explicit(&r->state[idx], HPR_PS_FAULTING, memory_order_relaxed);
 	pthread_mutex_unlock(&s->mu);
 
-	if (st == HPR_PS_LAZY && (r->flags & HPR_F_GUARD)) {
+	/* guard mode: released pages are PROT_NONE, and stay so after a
+	 * reclaim made them ABSENT again */
+	if (st != HPR_PS_PRESENT && (r->flags & HPR_F_GUARD)) {
 		rc = hpr__os->mprotect(r->base + hpr__page_off(r, idx), r->page_size,
 				       PROT_READ | PROT_WRITE);
 		if (rc)
