@@ -217,6 +217,7 @@ HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
  */
 #define HPR_SNAP_NO_URING (1u << 0) /* force pread/pwrite */
 #define HPR_SNAP_NO_DIRECT (1u << 1) /* never use O_DIRECT */
+#define HPR_SNAP_SYNC (1u << 2) /* save: fdatasync data, then header */
 HPR_API int hpr_save(hpr_region *r, int fd, unsigned flags);
 HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
 
