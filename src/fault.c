@@ -265,6 +265,12 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 
 	if (r->backend == HPR_BACKEND_HUGETLB || known_huge == 1)
 		return 0;
+	if (r->degraded) {
+		/* HPR_F_FALLBACK chose base pages because huge ones are
+		 * disabled: never override that with MADV_COLLAPSE */
+		atomic_fetch_add(&r->small_pages, 1);
+		return 0;
+	}
 	if (r->collapse_after) {
 		rc = collapse_one(r, a);
 	} else {
@@ -408,7 +414,9 @@ static int finish_page(hpr_region *r, size_t idx, uint8_t prev)
 {
 	int rc = 0;
 
-	if (prev == HPR_PS_LAZY && (r->flags & HPR_F_GUARD)) {
+	/* guard mode: released pages are PROT_NONE, and stay so after a
+	 * reclaim made them ABSENT again */
+	if (r->flags & HPR_F_GUARD) {
 		rc = hpr__os->mprotect(r->base + hpr__page_off(r, idx), r->page_size,
 				       PROT_READ | PROT_WRITE);
 		if (rc)
@@ -437,10 +445,9 @@ int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
 /* A plain absent page (or a MADV_FREEd THP page): one populate covers it. */
 static bool run_member(const hpr_region *r, uint8_t prev)
 {
-	if (prev == HPR_PS_ABSENT)
-		return true;
-	return prev == HPR_PS_LAZY && r->backend == HPR_BACKEND_THP &&
-	       !(r->flags & HPR_F_GUARD);
+	if (r->flags & HPR_F_GUARD) /* each page needs its mprotect */
+		return false;
+	return prev == HPR_PS_ABSENT || (prev == HPR_PS_LAZY && r->backend == HPR_BACKEND_THP);
 }
 
 /*
