@@ -22,7 +22,10 @@
  * bench mounts its tmpfs/hugetlbfs in a private mount namespace, and sets
  * the hugetlb pool under /tmp/hpr-system.lock, restoring it at exit.
  *
- *   prefault [--quick] [--size MiB] [--reps N] [--workers N]
+ *   prefault [--quick] [--size MiB] [--reps N] [--workers N] [--json FILE]
+ *
+ * --json writes the medians, the headline ratios and a GB/s-per-worker
+ * series for bench/run.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -53,6 +56,8 @@ static char tmpfs_dir[64], htlb_dir[64];
 static char pool_path[] = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 static char pool_old[32];
 static int lock_fd = -1;
+static FILE *jf;
+static int jheads;
 
 enum kind { K_THP, K_SHMEM, K_HUGETLB, NKINDS };
 static const char *const kind_name[] = { "THP", "shmem huge=always", "hugetlb 2M" };
@@ -574,6 +579,26 @@ static void report(enum kind k)
 		       paired(c8, c1), median(c8) / median(c1), best(c8) / best(c1));
 		printf("  global mutex 8 callers / 1 caller  %5.2f | %5.2f | %5.2f\n",
 		       paired(g8, c1), median(g8) / median(c1), best(g8) / best(c1));
+		if (jf) {
+#define HEAD(measure, ours, base, ratio)                                                  \
+	fprintf(jf, "%s{\"measure\":\"%s: %s\",\"ours\":\"%s\",\"baseline\":\"%s\","  \
+		    "\"ratio\":\"%.3f\"}",                                                 \
+		jheads++ ? "," : "", kind_name[k], measure, ours, base, ratio)
+			char o[64], b[64];
+
+			snprintf(o, sizeof(o), "hpr w%d %.2f GB/s", ncpu, gbs(hn));
+			snprintf(b, sizeof(b), "%s %.2f GB/s", zl->label, gbs(zl));
+			HEAD("prefault vs zeroing limit (>= 0.9)", o, b, paired(zl, hn));
+			snprintf(o, sizeof(o), "hpr w1 %.2f GB/s", gbs(h1));
+			snprintf(b, sizeof(b), "raw MADV_POPULATE_WRITE %.2f GB/s", gbs(raw));
+			HEAD("1 worker vs raw populate (>= 0.98)", o, b, paired(raw, h1));
+			snprintf(o, sizeof(o), "8 callers %.3f s", median(c8));
+			snprintf(b, sizeof(b), "1 caller %.3f s", median(c1));
+			HEAD("8 contending callers, time vs 1 (<= 1.2)", o, b, paired(c8, c1));
+			snprintf(o, sizeof(o), "hashed table %.3f s", median(c8));
+			snprintf(b, sizeof(b), "one global mutex %.3f s", median(g8));
+			HEAD("8 callers: global mutex time / hashed time", o, b, paired(g8, c8));
+		}
 		if (f1 && fn && rf)
 			printf("  fallocate first / without, GB/s: hpr w1 %.3f | %.3f, hpr w%d "
 			       "%.3f | %.3f, raw %.3f | %.3f\n",
@@ -600,8 +625,36 @@ static void warm(void)
 	munmap(p, len);
 }
 
+static void json_tail(void)
+{
+	fprintf(jf, "],\"series\":[");
+	for (int k = 0; k < NKINDS; k++) {
+		fprintf(jf, "%s{\"title\":\"prefault %s, %zu MiB\",\"xlabel\":\"workers\","
+			    "\"ylabel\":\"GB/s (median)\",\"lines\":{\"hpregion\":[",
+			k ? "," : "", kind_name[k], size / MiB);
+		for (int w = 1; w <= maxw; w++)
+			fprintf(jf, "%s[%d,%.3f]", w > 1 ? "," : "", w, gbs(find(k, V_HPR, w)));
+		fprintf(jf, "],\"raw populate (1 thread)\":[[1,%.3f]],\"zeroing limit\":[[1,%.3f]",
+			gbs(find(k, V_RAWPOP, 1)), gbs(find(k, V_MEMSET, 1)));
+		if (ncpu > 1)
+			fprintf(jf, ",[%d,%.3f]", ncpu, gbs(find(k, V_MEMSET, ncpu)));
+		fprintf(jf, "]}}");
+	}
+	fprintf(jf, "],\"results\":[");
+	for (int k = 0, first = 1; k < NKINDS; k++)
+		for (int i = 0; i < nvs[k]; i++, first = 0)
+			fprintf(jf, "%s{\"backend\":\"%s\",\"variant\":\"%s\",\"gbs\":%.3f,"
+				    "\"gbs_best\":%.3f,\"huge_pct\":%.1f}",
+				first ? "" : ",", kind_name[k], vs[k][i].label, gbs(&vs[k][i]),
+				gbs_best(&vs[k][i]), vs[k][i].huge_min);
+	fprintf(jf, "]}\n");
+	fclose(jf);
+}
+
 int main(int argc, char **argv)
 {
+	const char *json = NULL;
+
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
 			size = 256 * MiB, reps = 3;
@@ -611,9 +664,11 @@ int main(int argc, char **argv)
 			reps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
 			maxw = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+			json = argv[++i];
 		else {
 			fprintf(stderr, "usage: %s [--quick] [--size MiB] [--reps N] "
-					"[--workers N]\n",
+					"[--workers N] [--json FILE]\n",
 				argv[0]);
 			return 2;
 		}
@@ -668,7 +723,17 @@ int main(int argc, char **argv)
 		if (rep)
 			fprintf(stderr, "rep %d/%d done\n", rep, reps);
 	}
+	if (json) {
+		jf = fopen(json, "w");
+		if (!jf)
+			die(json);
+		fprintf(jf, "{\"bench\":\"prefault\",\"size_mib\":%zu,\"reps\":%d,\"cpus\":%d,"
+			    "\"headline\":[",
+			size / MiB, reps, ncpu);
+	}
 	for (int k = 0; k < NKINDS; k++)
 		report(k);
+	if (jf)
+		json_tail();
 	return 0;
 }
