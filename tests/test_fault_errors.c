@@ -101,7 +101,7 @@ static int write_str(const char *path, const char *v)
 /* A child of the memory cgroup this process is in. */
 static void cg_make(const char *limit, bool oom_kill_disable)
 {
-	char line[512], p[600], base[512] = "";
+	char line[512], p[600], base[400] = "";
 	FILE *f = fopen("/proc/self/cgroup", "re");
 
 	ck_assert_ptr_nonnull(f);
