@@ -588,6 +588,14 @@ static int discard_page(hpr_region *r, size_t idx)
 	return rc;
 }
 
+/* Empty the file after a failed save; nothing more to report if that
+ * fails too. */
+static void truncate_quiet(int fd)
+{
+	if (ftruncate(fd, 0))
+		return;
+}
+
 static int pread_all(int fd, void *buf, size_t len, off_t off, size_t *got)
 {
 	size_t done = 0;
@@ -747,7 +755,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	/* empty first: an interrupted save leaves no header (it goes last) */
 	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)file_size)) {
 		rc = -errno;
-		ftruncate(fd, 0);
+		truncate_quiet(fd);
 		return hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
 				 (unsigned long long)file_size, strerror(-rc));
 	}
@@ -811,7 +819,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	op_free(&op);
 	return 0;
 fail:
-	ftruncate(fd, 0); /* no half snapshot left looking valid; frees space */
+	truncate_quiet(fd); /* no half snapshot left looking valid; frees space */
 out:
 	free(disk);
 	op_free(&op);
