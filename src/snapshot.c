@@ -46,9 +46,11 @@
 #include <unistd.h>
 
 #define SNAP_QD 8		 /* chunk I/Os in flight per ring */
-#define SNAP_CHUNK (2UL << 20)	 /* bytes per I/O */
+#define SNAP_CHUNK hpr__snap_chunk /* bytes per I/O */
 #define SNAP_MAX_REG 16384u	 /* IORING_MAX_REG_BUFFERS */
 #define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
+
+size_t hpr__snap_chunk = 2UL << 20;
 
 /* ---- XXH64 (Yann Collet's xxHash, 64-bit variant) ---- */
 #define P1 0x9E3779B185EBCA87ULL
