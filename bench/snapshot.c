@@ -25,6 +25,7 @@
  * excludes its start-up). Medians of --reps; memory warmed first.
  *
  *   snapshot [--quick] [--size MiB] [--reps N] [--json FILE]
+ * Holds /tmp/hpr-system.lock (the suites change THP modes under it).
  */
 #define _GNU_SOURCE
 #include <hpregion/hpregion.h>
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -317,6 +319,14 @@ int main(int argc, char **argv)
 			 getpid());
 		snprintf(path_fio[fs], sizeof(path_fio[fs]), "%s/hpr-bench-fio.%d", fsdir[fs],
 			 getpid());
+	}
+	/* the test suites change THP modes and hugetlb pools under this lock:
+	 * hold it so THP stays what it is for the whole run */
+	{
+		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+		if (lk >= 0)
+			flock(lk, LOCK_EX); /* held until exit */
 	}
 	atexit(cleanup);
 	src = mk();
