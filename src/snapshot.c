@@ -134,6 +134,85 @@ uint64_t hpr__xxh64(const void *data, size_t len, uint64_t seed)
 	return h;
 }
 
+/* ---- CRC32C (Castagnoli), for page data ----
+ * SSE4.2's crc32 instruction where the CPU has it, four independent
+ * lanes (one per quarter of the page) so its 3-cycle latency is hidden:
+ * about twice XXH64's speed, which matters because the checksum is the
+ * only CPU work a save adds to the copy. A table-driven fallback gives
+ * the same values elsewhere. */
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static bool crc_hw;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+		crc_table[i] = c;
+	}
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc_sw(uint32_t c, const unsigned char *p, size_t len)
+{
+	while (len--)
+		c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+	return c;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2")))
+static void crc4_hw(const unsigned char *p, size_t q, uint32_t c[4])
+{
+	uint64_t a = c[0], b = c[1], x = c[2], y = c[3];
+
+	for (size_t i = 0; i < q; i += 8) {
+		a = __builtin_ia32_crc32di(a, rd64(p + i));
+		b = __builtin_ia32_crc32di(b, rd64(p + q + i));
+		x = __builtin_ia32_crc32di(x, rd64(p + 2 * q + i));
+		y = __builtin_ia32_crc32di(y, rd64(p + 3 * q + i));
+	}
+	c[0] = (uint32_t)a;
+	c[1] = (uint32_t)b;
+	c[2] = (uint32_t)x;
+	c[3] = (uint32_t)y;
+}
+#endif
+
+uint32_t hpr__crc32c(const void *p, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+	return ~crc_sw(~0u, p, len);
+}
+
+/* The page checksum: XXH64 (seed = page index) of the CRC32Cs of the
+ * page's four quarters (the last takes any remainder), little-endian. */
+uint64_t hpr__page_sum(const void *data, size_t len, uint64_t idx)
+{
+	const unsigned char *p = data;
+	size_t q = len / 4 & ~(size_t)7;
+	uint32_t c[4] = { ~0u, ~0u, ~0u, ~0u };
+
+	pthread_once(&crc_once, crc_init);
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (crc_hw)
+		crc4_hw(p, q, c);
+	else
+#endif
+		for (int k = 0; k < 4; k++)
+			c[k] = crc_sw(c[k], p + k * q, q);
+	c[3] = crc_sw(c[3], p + 4 * q, len - 4 * q);
+	for (int k = 0; k < 4; k++)
+		c[k] = htole32(~c[k]);
+	return hpr__xxh64(c, sizeof(c), idx);
+}
+
 static bool is_zero(const void *p, size_t len)
 {
 	const uint64_t *w = p;
@@ -272,7 +351,7 @@ static uint64_t file_off(const struct snap_op *op, size_t idx, size_t off)
 static int verify_page(struct snap_op *op, size_t idx)
 {
 	hpr_region *r = op->r;
-	uint64_t sum = hpr__xxh64(r->base + hpr__page_off(r, idx), r->page_size, idx);
+	uint64_t sum = hpr__page_sum(r->base + hpr__page_off(r, idx), r->page_size, idx);
 
 	if (sum != op->tab[idx].sum)
 		return op_fail(op, -EBADMSG,
@@ -527,7 +606,7 @@ static int save_page(hpr_region *r, size_t idx, void *arg)
 		e->flags = HPR__SNAP_PG_ZERO;
 		return 0;
 	}
-	e->sum = hpr__xxh64(p, r->page_size, idx);
+	e->sum = hpr__page_sum(p, r->page_size, idx);
 	e->flags = HPR__SNAP_PG_DATA;
 	return page_io(op, idx);
 }
