@@ -24,7 +24,7 @@
  *
  * Load validates the header, the table and the file's extents
  * (SEEK_HOLE) before it touches the region, then per page: fault in
- * (hpr__fault_page, so the table knows), read, verify the page's xxh64. If
+ * (hpr__fault_page, so the table knows), read, verify the page's checksum. If
  * anything fails, pages that were absent before are discarded again, so a
  * failed load into a fresh region changes nothing; pages that had contents
  * and were overwritten are reported in *changed.
