@@ -207,6 +207,23 @@ START_TEST(xxh64_vectors)
 	/* reference values of XXH64 (xxhash.h) */
 	ck_assert_uint_eq(hpr__xxh64("", 0, 0), 0xEF46DB3751D8E999ULL);
 	ck_assert_uint_eq(hpr__xxh64("abc", 3, 0), 0x44BC2CF5AD770999ULL);
+	/* the CRC-32C check value (RFC 3720 / the CRC catalogue) */
+	ck_assert_uint_eq(hpr__crc32c("123456789", 9), 0xE3069283u);
+	/* the page sum: the hardware lanes agree with the definition */
+	{
+		size_t len = 2 * MiB + 40, q = len / 4 & ~(size_t)7;
+		unsigned char *b = malloc(len);
+		uint32_t c[4];
+
+		for (size_t i = 0; i < len; i++)
+			b[i] = (unsigned char)(i * 131 + (i >> 9));
+		for (int k = 0; k < 4; k++)
+			c[k] = htole32(hpr__crc32c(b + k * q, k < 3 ? q : len - 3 * q));
+		ck_assert_uint_eq(hpr__page_sum(b, len, 77), hpr__xxh64(c, sizeof(c), 77));
+		b[len / 2] ^= 1;
+		ck_assert_uint_ne(hpr__page_sum(b, len, 77), hpr__xxh64(c, sizeof(c), 77));
+		free(b);
+	}
 }
 END_TEST
 
