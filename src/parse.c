@@ -259,7 +259,7 @@ int hpr__mountinfo_line(const char *line, size_t len, struct hpr__mount *m)
 	if (hpr__parse_ulong(colon + 1, strlen(colon + 1), &v) || v > 0xfffff)
 		return -EINVAL;
 	m->minor = (unsigned)v;
-	if (next_field(line, len, &i, NULL, 0))
+	if (next_field(line, len, &i, m->root, sizeof(m->root)))
 		return -EINVAL;
 	if (next_field(line, len, &i, m->mnt_point, sizeof(m->mnt_point)))
 		return -EINVAL;

@@ -48,6 +48,7 @@ int hpr__meminfo_get(const char *buf, size_t len, const char *key,
 
 struct hpr__mount {
 	unsigned major, minor;
+	char root[256]; /* of the mount within its filesystem (bind mounts) */
 	char mnt_point[256];
 	char fstype[32];
 	char source[64];
