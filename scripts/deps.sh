@@ -3,6 +3,9 @@
 # examples. Idempotent: does nothing when they are all there.
 set -e
 PKGS="build-essential cmake pkg-config libnuma-dev liburing-dev check numactl clang"
+# hpr CLI test (python3), man page check (groff-base, man-db), format check
+# and fuzzers (clang-format, clang with libFuzzer)
+PKGS="$PKGS python3 groff-base man-db clang-format libclang-rt-dev"
 PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"
 missing=""
 for p in $PKGS; do

@@ -32,6 +32,9 @@ int usage_error(const char *usage, const char *fmt, ...)
 /* Print "hpr: msg" to stderr; returns 1. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* strlcpy: copy s into d of size n, truncating, always terminated. */
+void scopy(char *d, size_t n, const char *s);
+
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL and errno
  * on failure. *len (may be NULL) gets the length. */
 char *slurp(const char *path, size_t *len);

@@ -40,6 +40,18 @@ int fail(const char *fmt, ...)
 	return 1;
 }
 
+void scopy(char *d, size_t n, const char *s)
+{
+	size_t l = strlen(s);
+
+	if (!n)
+		return;
+	if (l >= n)
+		l = n - 1;
+	memcpy(d, s, l);
+	d[l] = '\0';
+}
+
 char *slurp(const char *path, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
