@@ -110,6 +110,8 @@ static const struct {
 	{ "Swap:", offsetof(struct hpr__smaps_sum, swap) },
 };
 
+#define SMAPS_MAX_KB (1ULL << 52)
+
 int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 {
 	size_t i = 0;
@@ -143,7 +145,9 @@ int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 
 		if (len < kl || memcmp(line, smaps_keys[k].key, kl))
 			continue;
-		if (hpr__parse_ulong(line + kl, len - kl, &v))
+		/* kB; anything past 2^52 kB (4 EiB) is not a real VMA and would
+		 * overflow the conversion to bytes (found by tests/fuzz) */
+		if (hpr__parse_ulong(line + kl, len - kl, &v) || v > SMAPS_MAX_KB)
 			return -EINVAL;
 		*(uint64_t *)((char *)&p->sum + smaps_keys[k].off) +=
 			(uint64_t)((double)v * 1024.0 * p->frac + 0.5);
@@ -152,7 +156,7 @@ int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 	if (len > 15 && !memcmp(line, "KernelPageSize:", 15)) {
 		unsigned long v;
 
-		if (hpr__parse_ulong(line + 15, len - 15, &v))
+		if (hpr__parse_ulong(line + 15, len - 15, &v) || v > SMAPS_MAX_KB)
 			return -EINVAL;
 		p->sum.kernel_page_size = (uint64_t)v * 1024;
 	}
@@ -381,7 +385,9 @@ int hpr__parse_size(const char *s, uint64_t *out)
 	default:
 		return -EINVAL;
 	}
-	if (s[i] && s[i + 1] && !(s[i + 1] == 'i' || s[i + 1] == 'B'))
+	/* optional "B", "i" or "iB" after the unit: 2M, 2MB, 2Mi, 2MiB */
+	if (s[i] && s[i + 1] && strcmp(s + i + 1, "B") && strcmp(s + i + 1, "i") &&
+	    strcmp(s + i + 1, "iB"))
 		return -EINVAL;
 	if (v && mul > UINT64_MAX / v)
 		return -EINVAL;
