@@ -11,8 +11,7 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names,
-			  int nnames)
+int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names, int nnames)
 {
 	size_t i = 0;
 
@@ -184,8 +183,7 @@ int hpr__smaps_parse(const char *buf, size_t len, uintptr_t lo, uintptr_t hi,
 	return rc;
 }
 
-int hpr__meminfo_get(const char *buf, size_t len, const char *key,
-		     unsigned long long *out)
+int hpr__meminfo_get(const char *buf, size_t len, const char *key, unsigned long long *out)
 {
 	size_t kl = strlen(key);
 	size_t i = 0;
@@ -209,8 +207,7 @@ int hpr__meminfo_get(const char *buf, size_t len, const char *key,
 }
 
 /* Copy the next space-separated field, decoding \ooo escapes. */
-static int next_field(const char *line, size_t len, size_t *i, char *dst,
-		      size_t dlen)
+static int next_field(const char *line, size_t len, size_t *i, char *dst, size_t dlen)
 {
 	size_t o = 0;
 
@@ -221,12 +218,11 @@ static int next_field(const char *line, size_t len, size_t *i, char *dst,
 	while (*i < len && line[*i] != ' ') {
 		char c = line[*i];
 
-		if (c == '\\' && *i + 3 < len + 0 && line[*i + 1] >= '0' &&
-		    line[*i + 1] <= '3' && line[*i + 2] >= '0' &&
-		    line[*i + 2] <= '7' && line[*i + 3] >= '0' &&
+		if (c == '\\' && *i + 3 < len + 0 && line[*i + 1] >= '0' && line[*i + 1] <= '3' &&
+		    line[*i + 2] >= '0' && line[*i + 2] <= '7' && line[*i + 3] >= '0' &&
 		    line[*i + 3] <= '7') {
-			c = (char)((line[*i + 1] - '0') * 64 +
-				   (line[*i + 2] - '0') * 8 + (line[*i + 3] - '0'));
+			c = (char)((line[*i + 1] - '0') * 64 + (line[*i + 2] - '0') * 8 +
+				   (line[*i + 3] - '0'));
 			*i += 3;
 		}
 		if (dst) {
@@ -297,8 +293,8 @@ static size_t prefix_len(const char *mnt, const char *path)
 	return n;
 }
 
-int hpr__mountinfo_find(const char *buf, size_t len, unsigned major,
-			unsigned minor, const char *path, struct hpr__mount *out)
+int hpr__mountinfo_find(const char *buf, size_t len, unsigned major, unsigned minor,
+			const char *path, struct hpr__mount *out)
 {
 	size_t i = 0, best = 0;
 	bool found = false;
@@ -370,16 +366,20 @@ int hpr__parse_size(const char *s, uint64_t *out)
 	switch (s[i]) {
 	case '\0':
 		break;
-	case 'k': case 'K':
+	case 'k':
+	case 'K':
 		mul = 1ULL << 10;
 		break;
-	case 'm': case 'M':
+	case 'm':
+	case 'M':
 		mul = 1ULL << 20;
 		break;
-	case 'g': case 'G':
+	case 'g':
+	case 'G':
 		mul = 1ULL << 30;
 		break;
-	case 't': case 'T':
+	case 't':
+	case 'T':
 		mul = 1ULL << 40;
 		break;
 	default:

@@ -27,8 +27,7 @@ int cmd_mount(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 
 /* Print "hpr SUB: msg" and the subcommand's usage to stderr; returns 2. */
-int usage_error(const char *usage, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+int usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "hpr: msg" to stderr; returns 1. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -77,8 +76,7 @@ struct pool {
 /* Fresh counters of the pool of page_size, global and per node. 0/-errno. */
 int pool_read(uint64_t page_size, struct pool *p);
 /* Path of a pool file: node < 0 global, else per node. */
-void pool_path(char *buf, size_t len, uint64_t page_size, int node,
-	       const char *file);
+void pool_path(char *buf, size_t len, uint64_t page_size, int node, const char *file);
 
 /* ---- JSON writer: comma and indentation bookkeeping only ---- */
 struct jw {

@@ -99,8 +99,8 @@ static bool pagesize_offered(uint64_t ps, char *offered, size_t len)
 	offered[0] = '\0';
 	for (unsigned i = 0; i < n; i++) {
 		ok |= sizes[i] == ps;
-		snprintf(offered + strlen(offered), len - strlen(offered), "%s%s",
-			 i ? ", " : "", fmt_size_arg(sizes[i], a, sizeof(a)));
+		snprintf(offered + strlen(offered), len - strlen(offered), "%s%s", i ? ", " : "",
+			 fmt_size_arg(sizes[i], a, sizeof(a)));
 	}
 	return ok;
 }
@@ -148,8 +148,10 @@ int cmd_mount(int argc, char **argv)
 			for (size_t k = 0; k < 3; k++)
 				ok |= !strcmp(optarg, huge_modes[k]);
 			if (!ok)
-				return usage_error(usage, "bad --huge '%s' (always, within_size "
-							  "or advise)", optarg);
+				return usage_error(usage,
+						   "bad --huge '%s' (always, within_size "
+						   "or advise)",
+						   optarg);
 			huge = optarg;
 			break;
 		}
@@ -206,8 +208,7 @@ int cmd_mount(int argc, char **argv)
 	if (htlb)
 		snprintf(data, sizeof(data), "mode=%04lo", mode);
 	else
-		snprintf(data, sizeof(data), "huge=%s,mode=%04lo", huge ? huge : "always",
-			 mode);
+		snprintf(data, sizeof(data), "huge=%s,mode=%04lo", huge ? huge : "always", mode);
 	if (ps)
 		snprintf(data + strlen(data), sizeof(data) - strlen(data), ",pagesize=%s",
 			 fmt_size_arg(ps, a, sizeof(a)));
@@ -222,7 +223,8 @@ int cmd_mount(int argc, char **argv)
 	rc = mkdir_p(dir);
 	if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
 		return fail("cannot create %s: %s (mounting needs root anyway: run it as "
-			    "root)", dir, strerror(-rc));
+			    "root)",
+			    dir, strerror(-rc));
 	if (rc)
 		return fail("cannot create %s: %s", dir, strerror(-rc));
 	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
@@ -239,9 +241,10 @@ int cmd_mount(int argc, char **argv)
 		if (e == EINVAL && !htlb)
 			return fail("mount -t tmpfs -o %s %s: %s (kernel without "
 				    "CONFIG_TRANSPARENT_HUGEPAGE, or a huge= mode it does not "
-				    "know)", data, dir, strerror(e));
-		return fail("mount -t %s -o %s none %s: %s", htlb ? "hugetlbfs" : "tmpfs",
-			    data, dir, strerror(e));
+				    "know)",
+				    data, dir, strerror(e));
+		return fail("mount -t %s -o %s none %s: %s", htlb ? "hugetlbfs" : "tmpfs", data,
+			    dir, strerror(e));
 	}
 
 	/* say what the kernel mounted */
@@ -260,8 +263,8 @@ int cmd_mount(int argc, char **argv)
 		free(mi);
 	}
 	if (htlb)
-		printf("pages come from the hugetlb pool: hpr pool%s%s --min N\n",
-		       ps ? " " : "", ps ? fmt_size_arg(ps, a, sizeof(a)) : "");
+		printf("pages come from the hugetlb pool: hpr pool%s%s --min N\n", ps ? " " : "",
+		       ps ? fmt_size_arg(ps, a, sizeof(a)) : "");
 	printf("use it: path=\"%s\" (undo: umount %s)\n", real, real);
 	return 0;
 }

@@ -26,11 +26,11 @@ static const char usage[] =
 void pool_path(char *buf, size_t len, uint64_t ps, int node, const char *file)
 {
 	if (node < 0)
-		snprintf(buf, len, HTLB_DIR "/hugepages-%llukB/%s",
-			 (unsigned long long)(ps >> 10), file);
+		snprintf(buf, len, HTLB_DIR "/hugepages-%llukB/%s", (unsigned long long)(ps >> 10),
+			 file);
 	else
-		snprintf(buf, len, NODE_DIR "/node%d/hugepages/hugepages-%llukB/%s",
-			 node, (unsigned long long)(ps >> 10), file);
+		snprintf(buf, len, NODE_DIR "/node%d/hugepages/hugepages-%llukB/%s", node,
+			 (unsigned long long)(ps >> 10), file);
 }
 
 int pool_read(uint64_t ps, struct pool *p)
@@ -75,10 +75,9 @@ static void print_pool(const struct pool *p, int node)
 
 	fmt_size(p->page_size, sz, sizeof(sz));
 	if (node < 0)
-		printf("%-8s %8llu %8llu %8llu %8llu %10llu\n", sz,
-		       (unsigned long long)p->total, (unsigned long long)p->free,
-		       (unsigned long long)p->resv, (unsigned long long)p->surplus,
-		       (unsigned long long)p->overcommit);
+		printf("%-8s %8llu %8llu %8llu %8llu %10llu\n", sz, (unsigned long long)p->total,
+		       (unsigned long long)p->free, (unsigned long long)p->resv,
+		       (unsigned long long)p->surplus, (unsigned long long)p->overcommit);
 	for (unsigned i = 0; i < p->nr_nodes; i++) {
 		char nm[48];
 
@@ -87,8 +86,7 @@ static void print_pool(const struct pool *p, int node)
 		snprintf(nm, sizeof(nm), "  node%d", p->nodes[i].node);
 		if (node >= 0)
 			snprintf(nm, sizeof(nm), "%s n%d", sz, p->nodes[i].node);
-		printf("%-8s %8llu %8llu %8s %8llu\n", nm,
-		       (unsigned long long)p->nodes[i].total,
+		printf("%-8s %8llu %8llu %8s %8llu\n", nm, (unsigned long long)p->nodes[i].total,
 		       (unsigned long long)p->nodes[i].free, "-",
 		       (unsigned long long)p->nodes[i].surplus);
 	}
@@ -131,8 +129,8 @@ static uint64_t default_huge_size(void)
 }
 
 /* Set the pool; prints what happened. Returns the exit code. */
-static int set_pool(uint64_t ps, int node, unsigned long count, bool min,
-		    bool json, unsigned long *before, unsigned long *after)
+static int set_pool(uint64_t ps, int node, unsigned long count, bool min, bool json,
+		    unsigned long *before, unsigned long *after)
 {
 	char path[256], val[32], sz[32], arg[32];
 	uint64_t cur = 0, now = 0;
@@ -146,9 +144,8 @@ static int set_pool(uint64_t ps, int node, unsigned long count, bool min,
 	*before = *after = (unsigned long)cur;
 	if (min && cur >= count) {
 		if (!json)
-			printf("%s pool%s already has %llu pages (>= %lu): unchanged\n",
-			       sz, node >= 0 ? " of the node" : "",
-			       (unsigned long long)cur, count);
+			printf("%s pool%s already has %llu pages (>= %lu): unchanged\n", sz,
+			       node >= 0 ? " of the node" : "", (unsigned long long)cur, count);
 		return 0;
 	}
 	snprintf(val, sizeof(val), "%lu", count);
@@ -176,21 +173,17 @@ static int set_pool(uint64_t ps, int node, unsigned long count, bool min,
 		return 1;
 	}
 	if (!json)
-		printf("%s pool%s: %llu -> %llu pages (%s)\n", sz,
-		       node >= 0 ? " of the node" : "", (unsigned long long)cur,
-		       (unsigned long long)now, path);
+		printf("%s pool%s: %llu -> %llu pages (%s)\n", sz, node >= 0 ? " of the node" : "",
+		       (unsigned long long)cur, (unsigned long long)now, path);
 	return 0;
 }
 
 int cmd_pool(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "node", required_argument, NULL, 'n' },
-		{ "set", required_argument, NULL, 's' },
-		{ "min", required_argument, NULL, 'm' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+		{ "node", required_argument, NULL, 'n' }, { "set", required_argument, NULL, 's' },
+		{ "min", required_argument, NULL, 'm' },  { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },	  { 0 },
 	};
 	uint64_t sizes[8], ps = 0;
 	unsigned ns = hugetlb_sizes(sizes, 8);
@@ -241,7 +234,8 @@ int cmd_pool(int argc, char **argv)
 		return usage_error(usage, "unexpected argument '%s'", argv[optind]);
 	if (!ns)
 		return fail("this kernel has no hugetlb pools (%s is missing: "
-			    "CONFIG_HUGETLBFS off?)", HTLB_DIR);
+			    "CONFIG_HUGETLBFS off?)",
+			    HTLB_DIR);
 	if ((set || min) && !ps)
 		ps = default_huge_size();
 	if (ps) {
@@ -301,8 +295,8 @@ int cmd_pool(int argc, char **argv)
 		jw_finish(&w);
 		return rc;
 	}
-	printf("%-8s %8s %8s %8s %8s %10s\n", "size", "total", "free", "reserved",
-	       "surplus", "overcommit");
+	printf("%-8s %8s %8s %8s %8s %10s\n", "size", "total", "free", "reserved", "surplus",
+	       "overcommit");
 	for (unsigned i = 0; i < ns; i++) {
 		struct pool p;
 

@@ -36,9 +36,9 @@ static const char usage[] =
 #define UNLIMITED (1ULL << 62) /* v1 reports PAGE_COUNTER_MAX * page size */
 
 static const char *const khp_keys[] = {
-	"defrag",	 "pages_to_scan",  "scan_sleep_millisecs",
-	"alloc_sleep_millisecs", "max_ptes_none",  "max_ptes_swap",
-	"max_ptes_shared", "full_scans",	"pages_collapsed",
+	"defrag",	   "pages_to_scan", "scan_sleep_millisecs", "alloc_sleep_millisecs",
+	"max_ptes_none",   "max_ptes_swap", "max_ptes_shared",	    "full_scans",
+	"pages_collapsed",
 };
 #define NR_KHP (sizeof(khp_keys) / sizeof(khp_keys[0]))
 
@@ -55,9 +55,9 @@ struct limit {
 
 struct mnt {
 	struct hpr__mount m;
-	char huge[24];	    /* tmpfs huge= ("never" when absent) */
-	uint64_t pagesize;  /* hugetlbfs */
-	char size_opt[32];  /* size= as written, "" when unlimited */
+	char huge[24];	      /* tmpfs huge= ("never" when absent) */
+	uint64_t pagesize;    /* hugetlbfs */
+	char size_opt[32];    /* size= as written, "" when unlimited */
 	uint64_t size, avail; /* statvfs; 0 when unknown */
 };
 
@@ -93,8 +93,7 @@ static void read_thp(struct probe *p)
 	struct dirent *de;
 	char path[512];
 
-	p->have_thp = !read_mode(THP_DIR "/enabled", p->thp_enabled,
-				 sizeof(p->thp_enabled));
+	p->have_thp = !read_mode(THP_DIR "/enabled", p->thp_enabled, sizeof(p->thp_enabled));
 	read_mode(THP_DIR "/defrag", p->thp_defrag, sizeof(p->thp_defrag));
 	read_mode(THP_DIR "/shmem_enabled", p->shmem_enabled, sizeof(p->shmem_enabled));
 	read_u64(THP_DIR "/hpage_pmd_size", &p->pmd_size);
@@ -197,8 +196,7 @@ static void read_cg(struct limit *l, int version, const char *mnt, const char *c
 			break;
 		*slash = '\0';
 		snprintf(path, sizeof(path), "%s/%s", dir, file);
-		if (!read_limit(path, &lim, &v) && lim &&
-		    (!l->eff_limited || v < l->eff_limit)) {
+		if (!read_limit(path, &lim, &v) && lim && (!l->eff_limited || v < l->eff_limit)) {
 			l->eff_limited = true;
 			l->eff_limit = v;
 		}
@@ -247,14 +245,16 @@ static void read_cgroups(struct probe *p, const char *mi, size_t milen)
 				const char *rel = cg_rel(&m, b);
 
 				if ((v2 || (hpr__opt_get(a + 1, "memory", opt, sizeof(opt)) >= 0 &&
-					    hpr__opt_get(m.super_opts, "memory", opt, sizeof(opt)) >= 0)) &&
+					    hpr__opt_get(m.super_opts, "memory", opt,
+							 sizeof(opt)) >= 0)) &&
 				    !p->mem.found) {
 					read_cg(&p->mem, v2 ? 2 : 1, m.mnt_point, rel,
-							v2 ? "memory.max" : "memory.limit_in_bytes",
-							v2 ? "memory.current" : "memory.usage_in_bytes");
+						v2 ? "memory.max" : "memory.limit_in_bytes",
+						v2 ? "memory.current" : "memory.usage_in_bytes");
 				}
 				if (v2 || (hpr__opt_get(a + 1, "hugetlb", opt, sizeof(opt)) >= 0 &&
-					   hpr__opt_get(m.super_opts, "hugetlb", opt, sizeof(opt)) >= 0)) {
+					   hpr__opt_get(m.super_opts, "hugetlb", opt,
+							sizeof(opt)) >= 0)) {
 					for (unsigned k = 0; k < p->nr_pools; k++) {
 						char sz[16], f[64], u[64];
 
@@ -265,7 +265,8 @@ static void read_cgroups(struct probe *p, const char *mi, size_t milen)
 							 v2 ? "max" : "limit_in_bytes");
 						snprintf(u, sizeof(u), "hugetlb.%s.%s", sz,
 							 v2 ? "current" : "usage_in_bytes");
-						read_cg(&p->htlb[k], v2 ? 2 : 1, m.mnt_point, rel, f, u);
+						read_cg(&p->htlb[k], v2 ? 2 : 1, m.mnt_point, rel,
+							f, u);
 					}
 				}
 			}
@@ -350,13 +351,14 @@ static void gather(struct probe *p)
 #define MAX_TRIES (MAX_SIZES + MAX_MOUNTS + 4)
 #define MAX_FIX 4
 
-struct try {
+struct
+try {
 	enum hpr_backend backend;
 	uint64_t page_size; /* 0: the backend's default */
 	const char *path;   /* NULL: memfd / anonymous */
 	int rc;
 	char msg[512];
-	enum hpr_backend got;	/* what was created */
+	enum hpr_backend got; /* what was created */
 	uint64_t got_page_size;
 	unsigned nr_fix;
 	char fix[MAX_FIX][320];
@@ -411,25 +413,26 @@ static void advise_hugetlb(const struct probe *p, struct try *t, uint64_t size)
 	{
 		uint64_t need = (size + ps - 1) / ps;
 		uint64_t avail = pl->free > pl->resv ? pl->free - pl->resv : 0;
-		uint64_t room = avail + (pl->overcommit > pl->surplus ?
-					 pl->overcommit - pl->surplus : 0);
+		uint64_t room =
+			avail + (pl->overcommit > pl->surplus ? pl->overcommit - pl->surplus : 0);
 
 		if (room < need) {
 			uint64_t want = pl->total + need - room;
 
-			add_fix(t, "echo %llu > " HTLB_DIR "/hugepages-%llukB/nr_hugepages"
-				   "   (or: hpr pool %s --min %llu)",
+			add_fix(t,
+				"echo %llu > " HTLB_DIR "/hugepages-%llukB/nr_hugepages"
+				"   (or: hpr pool %s --min %llu)",
 				(unsigned long long)want, (unsigned long long)(ps >> 10), a,
 				(unsigned long long)want);
 			if (ps >= (1ULL << 30))
-				add_fix(t, "1 GiB pages are easiest to get at boot: add "
-					   "`hugepagesz=1G hugepages=%llu` to the kernel command line",
+				add_fix(t,
+					"1 GiB pages are easiest to get at boot: add "
+					"`hugepagesz=1G hugepages=%llu` to the kernel command line",
 					(unsigned long long)want);
 		}
 	}
 	for (unsigned i = 0; i < p->nr_pools; i++)
-		if (p->pools[i].page_size == ps && p->htlb[i].found &&
-		    p->htlb[i].eff_limited &&
+		if (p->pools[i].page_size == ps && p->htlb[i].found && p->htlb[i].eff_limited &&
 		    p->htlb[i].eff_limit < p->htlb[i].usage + size)
 			add_fix(t, "raise the hugetlb cgroup limit: echo %s > %s/hugetlb.%s.%s",
 				fmt_size_arg(p->htlb[i].usage + size, b, sizeof(b)), p->htlb[i].dir,
@@ -437,9 +440,8 @@ static void advise_hugetlb(const struct probe *p, struct try *t, uint64_t size)
 				p->htlb[i].version == 2 ? "max" : "limit_in_bytes");
 }
 
-static int size_check(const struct probe *p, uint64_t size, struct try *tries,
-		      unsigned *ntries, enum hpr_backend *auto_got, int *auto_rc,
-		      char *auto_msg, size_t amlen)
+static int size_check(const struct probe *p, uint64_t size, struct try *tries, unsigned *ntries,
+		      enum hpr_backend *auto_got, int *auto_rc, char *auto_msg, size_t amlen)
 {
 	unsigned n = 0;
 	char sz[32], a[32];
@@ -477,20 +479,24 @@ static int size_check(const struct probe *p, uint64_t size, struct try *tries,
 					   "with uid=/gid=/mode= for your user (hpr mount DIR "
 					   "--hugetlbfs --owner USER)");
 			else if (t->rc == -ENOSPC)
-				add_fix(t, "the mount's size= is too small: umount %s; "
-					   "hpr mount %s --hugetlbfs --size %s",
+				add_fix(t,
+					"the mount's size= is too small: umount %s; "
+					"hpr mount %s --hugetlbfs --size %s",
 					t->path, t->path, sz);
 			else if (t->rc == -ENOMEM)
 				advise_hugetlb(p, t, size);
 		}
 		if (t->backend == HPR_BACKEND_SHMEM && t->path && t->rc) {
 			if (t->rc == -EACCES || t->rc == -EPERM)
-				add_fix(t, "the mount is not writable by you: remount with "
-					   "--owner USER (hpr mount %s --size %s --owner USER)",
+				add_fix(t,
+					"the mount is not writable by you: remount with "
+					"--owner USER (hpr mount %s --size %s --owner USER)",
 					t->path, sz);
 			else if (t->rc == -ENOSPC)
-				add_fix(t, "the mount's size= is too small: mount -o "
-					   "remount,size=%s %s", sz, t->path);
+				add_fix(t,
+					"the mount's size= is too small: mount -o "
+					"remount,size=%s %s",
+					sz, t->path);
 		}
 		if (t->backend == HPR_BACKEND_SHMEM && !t->path) {
 			bool fault_huge = !strcmp(p->shmem_enabled, "always") ||
@@ -507,16 +513,18 @@ static int size_check(const struct probe *p, uint64_t size, struct try *tries,
 				add_fix(t, "echo advise > " THP_DIR "/shmem_enabled   "
 					   "(memfds fault huge pages directly)");
 			if (t->rc && !huge_tmpfs)
-				add_fix(t, "or a huge tmpfs and path=DIR: hpr mount DIR --size %s  "
-					   "(= mount -t tmpfs -o huge=always,size=%s,mode=0700 none DIR)",
+				add_fix(t,
+					"or a huge tmpfs and path=DIR: hpr mount DIR --size %s  "
+					"(= mount -t tmpfs -o huge=always,size=%s,mode=0700 none DIR)",
 					sz, sz);
 		}
 		if (t->backend == HPR_BACKEND_THP && t->rc) {
 			if (!strcmp(p->thp_enabled, "never"))
 				add_fix(t, "echo madvise > " THP_DIR "/enabled");
 			else if (t->rc == -ENOMEM)
-				add_fix(t, "not enough memory or address space for %s: "
-					   "check vm.overcommit_memory and the memory cgroup",
+				add_fix(t,
+					"not enough memory or address space for %s: "
+					"check vm.overcommit_memory and the memory cgroup",
 					sz);
 		}
 		if (t->backend == HPR_BACKEND_THP && !t->rc)
@@ -533,8 +541,10 @@ static int size_check(const struct probe *p, uint64_t size, struct try *tries,
 		t->path = "DIR";
 		t->rc = -ENOENT;
 		snprintf(t->msg, sizeof(t->msg), "no tmpfs is mounted with huge=");
-		add_fix(t, "hpr mount DIR --size %s   (= mount -t tmpfs -o "
-			   "huge=always,size=%s,mode=0700 none DIR)", sz, sz);
+		add_fix(t,
+			"hpr mount DIR --size %s   (= mount -t tmpfs -o "
+			"huge=always,size=%s,mode=0700 none DIR)",
+			sz, sz);
 	}
 	*ntries = n;
 	memset(&at, 0, sizeof(at));
@@ -560,17 +570,28 @@ static const char *yes(bool b)
 static const char *errname(int rc)
 {
 	switch (-rc) {
-	case 0: return "0";
-	case EINVAL: return "EINVAL";
-	case ENOENT: return "ENOENT";
-	case ENOTDIR: return "ENOTDIR";
-	case EACCES: return "EACCES";
-	case EPERM: return "EPERM";
-	case ENOMEM: return "ENOMEM";
-	case ENOSPC: return "ENOSPC";
-	case EOPNOTSUPP: return "EOPNOTSUPP";
-	case E2BIG: return "E2BIG";
-	default: return "error";
+	case 0:
+		return "0";
+	case EINVAL:
+		return "EINVAL";
+	case ENOENT:
+		return "ENOENT";
+	case ENOTDIR:
+		return "ENOTDIR";
+	case EACCES:
+		return "EACCES";
+	case EPERM:
+		return "EPERM";
+	case ENOMEM:
+		return "ENOMEM";
+	case ENOSPC:
+		return "ENOSPC";
+	case EOPNOTSUPP:
+		return "EOPNOTSUPP";
+	case E2BIG:
+		return "E2BIG";
+	default:
+		return "error";
 	}
 }
 
@@ -619,8 +640,7 @@ static void print_text(const struct probe *p)
 	} else {
 		printf("  enabled %s, defrag %s, shmem_enabled %s, PMD size %s, use_zero_page %llu\n",
 		       p->thp_enabled, p->thp_defrag, p->shmem_enabled,
-		       fmt_size(p->pmd_size, a, sizeof(a)),
-		       (unsigned long long)p->use_zero_page);
+		       fmt_size(p->pmd_size, a, sizeof(a)), (unsigned long long)p->use_zero_page);
 		if (!strcmp(p->thp_enabled, "never"))
 			printf("  THP is off: the thp backend gets small pages only\n");
 		else if (!strcmp(p->thp_enabled, "madvise"))
@@ -637,8 +657,8 @@ static void print_text(const struct probe *p)
 		printf("  khugepaged:");
 		for (size_t k = 0; k < NR_KHP; k++)
 			if (p->have_khp[k])
-				printf("%s %s=%llu", k == 5 ? "\n             " : "",
-				       khp_keys[k], (unsigned long long)p->khp[k]);
+				printf("%s %s=%llu", k == 5 ? "\n             " : "", khp_keys[k],
+				       (unsigned long long)p->khp[k]);
 		printf("\n");
 	}
 
@@ -647,16 +667,15 @@ static void print_text(const struct probe *p)
 	if (!p->nr_pools) {
 		printf("  none (CONFIG_HUGETLBFS off)\n");
 	} else {
-		printf("  %-8s %8s %8s %8s %8s %10s\n", "size", "total", "free",
-		       "reserved", "surplus", "overcommit");
+		printf("  %-8s %8s %8s %8s %8s %10s\n", "size", "total", "free", "reserved",
+		       "surplus", "overcommit");
 		for (unsigned i = 0; i < p->nr_pools; i++) {
 			const struct pool *pl = &p->pools[i];
 
 			printf("  %-8s %8llu %8llu %8llu %8llu %10llu\n",
-			       fmt_size(pl->page_size, a, sizeof(a)),
-			       (unsigned long long)pl->total, (unsigned long long)pl->free,
-			       (unsigned long long)pl->resv, (unsigned long long)pl->surplus,
-			       (unsigned long long)pl->overcommit);
+			       fmt_size(pl->page_size, a, sizeof(a)), (unsigned long long)pl->total,
+			       (unsigned long long)pl->free, (unsigned long long)pl->resv,
+			       (unsigned long long)pl->surplus, (unsigned long long)pl->overcommit);
 			for (unsigned n = 0; n < pl->nr_nodes; n++)
 				printf("    node%-3d %8llu %8llu %8s %8llu\n", pl->nodes[n].node,
 				       (unsigned long long)pl->nodes[n].total,
@@ -670,8 +689,8 @@ static void print_text(const struct probe *p)
 	for (unsigned i = 0; i < p->nr_pools; i++) {
 		char w[32];
 
-		snprintf(w, sizeof(w), "hugetlb %s", fmt_size_arg(p->pools[i].page_size, a,
-								sizeof(a)));
+		snprintf(w, sizeof(w), "hugetlb %s",
+			 fmt_size_arg(p->pools[i].page_size, a, sizeof(a)));
 		print_limit(w, &p->htlb[i]);
 	}
 
@@ -702,8 +721,7 @@ static void print_text(const struct probe *p)
 	printf("  PSI memory pressure        %s\n", yes(in->have_psi));
 }
 
-static void json_limit(struct jw *w, const char *key, const struct limit *l,
-		       uint64_t page_size)
+static void json_limit(struct jw *w, const char *key, const struct limit *l, uint64_t page_size)
 {
 	jw_obj(w, key);
 	if (page_size)

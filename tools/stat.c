@@ -21,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage[] =
-	"usage: hpr stat PID [--json]\n"
-	"  PID     a process using libhpregion\n"
-	"  --json  machine-readable output\n";
+static const char usage[] = "usage: hpr stat PID [--json]\n"
+			    "  PID     a process using libhpregion\n"
+			    "  --json  machine-readable output\n";
 
 #define MAX_REGIONS 256
 
@@ -34,7 +33,7 @@ static const char *const kind_names[] = { "memfd", "file", "anon" };
 struct region {
 	enum kind kind;
 	char name[128];
-	char path[512];	/* file regions: the file; memfd: the memfd name */
+	char path[512]; /* file regions: the file; memfd: the memfd name */
 	char fstype[32];
 	unsigned dev_major, dev_minor;
 	unsigned long inode;
@@ -61,8 +60,8 @@ static int parse_header(const char *line, struct vma *v)
 	char perms[8];
 	int n = 0;
 
-	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %lu %n", &a, &b, perms, &off, &maj,
-		   &min, &ino, &n) < 7)
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %lu %n", &a, &b, perms, &off, &maj, &min, &ino,
+		   &n) < 7)
 		return -EINVAL;
 	v->start = (uintptr_t)a;
 	v->end = (uintptr_t)b;
@@ -108,8 +107,8 @@ static bool file_name(const char *path, char *name, size_t len)
 }
 
 /* Classify a VMA; fills kind and name. false: not an hpregion VMA. */
-static bool classify(const struct vma *v, enum kind *k, char *name, size_t len,
-		     char *path, size_t plen)
+static bool classify(const struct vma *v, enum kind *k, char *name, size_t len, char *path,
+		     size_t plen)
 {
 	char tmp[512];
 
@@ -143,8 +142,8 @@ struct scan {
 	unsigned other_anon_vmas;
 };
 
-static struct region *region_for(struct scan *s, const struct vma *v, enum kind k,
-				 const char *name, const char *path)
+static struct region *region_for(struct scan *s, const struct vma *v, enum kind k, const char *name,
+				 const char *path)
 {
 	for (unsigned i = 0; i < s->nregs; i++) {
 		struct region *r = &s->regs[i];
@@ -444,9 +443,11 @@ int cmd_stat(int argc, char **argv)
 		}
 		jw_end_arr(&w);
 		jw_u64(&w, "unnamed_anon_huge", s.other_anon_huge);
-		jw_str(&w, "note", pi.have_anon_vma_name ? NULL :
-			   "this kernel cannot name anonymous VMAs (PR_SET_VMA_ANON_NAME: "
-			   "Linux 5.17 with CONFIG_ANON_VMA_NAME); THP regions are not listed");
+		jw_str(&w, "note",
+		       pi.have_anon_vma_name ?
+			       NULL :
+			       "this kernel cannot name anonymous VMAs (PR_SET_VMA_ANON_NAME: "
+			       "Linux 5.17 with CONFIG_ANON_VMA_NAME); THP regions are not listed");
 		jw_end_obj(&w);
 		jw_finish(&w);
 		return 0;
@@ -462,13 +463,13 @@ int cmd_stat(int argc, char **argv)
 		uint64_t res = resident(r), hm = huge_mapped(r);
 		/* hugetlb: its page size; THP/shmem map huge pages at PMD size */
 		uint64_t page = r->kernel_page_size > 4096 ? r->kernel_page_size :
-				hm ? pi.thp_pmd_size : r->kernel_page_size;
+				hm			   ? pi.thp_pmd_size :
+							     r->kernel_page_size;
 
 		nodes_str(r, nodes, sizeof(nodes));
-		printf("%-16s %-7s %9s %9s %9s %5.1f%% %7s  %-14s %s%s%s\n", r->name,
-		       backend_of(r), fmt_size_arg(r->size, a, sizeof(a)),
-		       fmt_size_arg(res, b, sizeof(b)), fmt_size_arg(hm, d, sizeof(d)),
-		       res ? 100.0 * (double)hm / (double)res : 0.0,
+		printf("%-16s %-7s %9s %9s %9s %5.1f%% %7s  %-14s %s%s%s\n", r->name, backend_of(r),
+		       fmt_size_arg(r->size, a, sizeof(a)), fmt_size_arg(res, b, sizeof(b)),
+		       fmt_size_arg(hm, d, sizeof(d)), res ? 100.0 * (double)hm / (double)res : 0.0,
 		       fmt_size_arg(page, e, sizeof(e)), nodes,
 		       r->kind == K_ANON ? "anonymous" : r->path,
 		       r->fstype[0] && r->kind == K_FILE ? " on " : "",

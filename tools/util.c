@@ -182,8 +182,7 @@ int parse_count(const char *s, unsigned long *out)
 	unsigned long v;
 	size_t n = strlen(s);
 
-	if (!n || strspn(s, "0123456789") != n || hpr__parse_ulong(s, n, &v) ||
-	    v > (1UL << 62))
+	if (!n || strspn(s, "0123456789") != n || hpr__parse_ulong(s, n, &v) || v > (1UL << 62))
 		return -EINVAL;
 	*out = v;
 	return 0;

@@ -8,9 +8,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const keys[] = { "HugePages_Total", "HugePages_Free",
-					    "HugePages_Rsvd", "HugePages_Surp",
-					    "Hugepagesize", "Hugetlb", "MemTotal",
-					    "AnonHugePages", "ShmemPmdMapped", "" };
+					    "HugePages_Rsvd",  "HugePages_Surp",
+					    "Hugepagesize",    "Hugetlb",
+					    "MemTotal",	       "AnonHugePages",
+					    "ShmemPmdMapped",  "" };
 	unsigned long long v;
 	unsigned long u;
 

@@ -10,8 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void opts(const char *o)
 {
-	static const char *const keys[] = { "huge", "size", "pagesize", "mode", "memory",
-					    "" };
+	static const char *const keys[] = { "huge", "size", "pagesize", "mode", "memory", "" };
 	char v[32];
 	uint64_t b;
 

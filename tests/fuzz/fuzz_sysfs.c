@@ -9,10 +9,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const thp[] = { "always", "madvise", "never", "defer",
-					   "defer+madvise" };
+	static const char *const thp[] = { "always", "madvise", "never", "defer", "defer+madvise" };
 	static const char *const shmem[] = { "always", "within_size", "advise",
-					     "never", "deny", "force" };
+					     "never",  "deny",	      "force" };
 	const char *buf = (const char *)data;
 	unsigned long u;
 	int m;
