@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The text parsers of src/parse.c on fixed inputs: real kernel lines, the
- * edge cases the fuzzers (tests/fuzz/) found, and malformed input. */
+/* Regressions for src/parse.c beyond tests/test_parse.c: the inputs the
+ * fuzzers (tests/fuzz/) found, and the mount root field hpr uses for
+ * cgroup paths. */
 #include "common.h"
 #include "parse.h"
 
@@ -8,49 +9,6 @@
 #include <string.h>
 
 #define S(x) x, sizeof(x) - 1
-
-START_TEST(sysfs_mode)
-{
-	static const char *const thp[] = { "always", "madvise", "never" };
-
-	ck_assert_int_eq(hpr__parse_sysfs_mode(S("always [madvise] never\n"), thp, 3), 1);
-	ck_assert_int_eq(hpr__parse_sysfs_mode(S("[always] madvise never"), thp, 3), 0);
-	ck_assert_int_eq(hpr__parse_sysfs_mode(S("always madvise never"), thp, 3), -EINVAL);
-	ck_assert_int_eq(hpr__parse_sysfs_mode(S("[alwaysx] never"), thp, 3), -EINVAL);
-	ck_assert_int_eq(hpr__parse_sysfs_mode(S("[madvise"), thp, 3), -EINVAL);
-	/* len is honoured: the bracket past len is not seen */
-	ck_assert_int_eq(hpr__parse_sysfs_mode("[never]", 6, thp, 3), -EINVAL);
-}
-END_TEST
-
-START_TEST(smaps)
-{
-	static const char in[] =
-		"7f0000000000-7f0000400000 rw-p 00000000 00:00 0\n"
-		"Size:               4096 kB\n"
-		"Rss:                4096 kB\n"
-		"AnonHugePages:      2048 kB\n"
-		"KernelPageSize:        4 kB\n"
-		"7f0000400000-7f0000600000 rw-s 00000000 00:01 7  /memfd:hpr:x (deleted)\n"
-		"Size:               2048 kB\n"
-		"Shared_Hugetlb:     2048 kB\n"
-		"KernelPageSize:     2048 kB\n";
-	struct hpr__smaps_sum s;
-
-	ck_assert_int_eq(hpr__smaps_parse(S(in), 0x7f0000000000, 0x7f0000600000, &s), 0);
-	ck_assert_uint_eq(s.vmas, 2);
-	ck_assert_uint_eq(s.size, 6 * MiB);
-	ck_assert_uint_eq(s.rss, 4 * MiB);
-	ck_assert_uint_eq(s.anon_huge, 2 * MiB);
-	ck_assert_uint_eq(s.hugetlb, 2 * MiB);
-	ck_assert_uint_eq(s.kernel_page_size, 2 * MiB);
-	/* half of the first VMA: its fields count half */
-	ck_assert_int_eq(hpr__smaps_parse(S(in), 0x7f0000000000, 0x7f0000200000, &s), 0);
-	ck_assert_uint_eq(s.vmas, 1);
-	ck_assert_uint_eq(s.size, 2 * MiB);
-	ck_assert_uint_eq(s.anon_huge, 1 * MiB);
-}
-END_TEST
 
 START_TEST(smaps_bad)
 {
@@ -65,24 +23,6 @@ START_TEST(smaps_bad)
 	ck_assert_int_eq(hpr__smaps_parse(S("12345678901234567890-1 r\n"), 0, 1, &s), -EINVAL);
 	ck_assert_int_eq(hpr__smaps_parse(S("0-1000 rw-p 0 0:0 0\nRss: lots\n"), 0, 0x1000, &s),
 			 -EINVAL);
-}
-END_TEST
-
-START_TEST(meminfo)
-{
-	static const char in[] = "MemTotal:       24683620 kB\n"
-				 "HugePages_Total:      12\n"
-				 "HugePages_Free:        3\n"
-				 "Hugepagesize:       2048 kB\n";
-	unsigned long long v = 0;
-
-	ck_assert_int_eq(hpr__meminfo_get(S(in), "HugePages_Free", &v), 0);
-	ck_assert_uint_eq(v, 3);
-	ck_assert_int_eq(hpr__meminfo_get(S(in), "Hugepagesize", &v), 0);
-	ck_assert_uint_eq(v, 2048);
-	ck_assert_int_eq(hpr__meminfo_get(S(in), "HugePages", &v), -ENOENT); /* prefix only */
-	ck_assert_int_eq(hpr__meminfo_get(S("Hugetlb: x kB\n"), "Hugetlb", &v), -EINVAL);
-	ck_assert_int_eq(hpr__meminfo_get(S(""), "MemTotal", &v), -ENOENT);
 }
 END_TEST
 
@@ -139,13 +79,10 @@ END_TEST
 
 static Suite *suite(void)
 {
-	Suite *s = suite_create("parsers");
-	TCase *tc = tcase_create("fixed");
+	Suite *s = suite_create("parse_regress");
+	TCase *tc = tcase_create("regress");
 
-	tcase_add_test(tc, sysfs_mode);
-	tcase_add_test(tc, smaps);
 	tcase_add_test(tc, smaps_bad);
-	tcase_add_test(tc, meminfo);
 	tcase_add_test(tc, mountinfo);
 	tcase_add_test(tc, sizes);
 	suite_add_tcase(s, tc);
