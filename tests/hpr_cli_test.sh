@@ -36,8 +36,10 @@ chmod 755 "$TMP"
 POOL=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 OLD_POOL=$(cat $POOL)
 HOLD_PID=
+MEMCG=
 cleanup() {
 	[ -n "$HOLD_PID" ] && kill "$HOLD_PID" 2>/dev/null && wait "$HOLD_PID" 2>/dev/null
+	[ -n "$MEMCG" ] && rmdir "$MEMCG" 2>/dev/null
 	for m in $(grep -o " $TMP/[^ ]*" /proc/self/mountinfo | sort -r); do
 		umount "$m" 2>/dev/null
 	done
@@ -94,6 +96,28 @@ has "$TMP/out" "enabled $(grep -o '\[[^]]*\]' /sys/kernel/mm/transparent_hugepag
 expect 0 "$HPR" probe --json
 python3 -m json.tool "$TMP/out" >/dev/null || fail "probe --json is not valid JSON"
 $CHECK probe "$TMP/out" || fail "probe --json disagrees with sysfs/procfs"
+
+echo "== probe in a memory cgroup with a limit"
+MEMCG=
+memline=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup | head -1)
+memmnt=$(awk '$9 == "cgroup" && $NF ~ /(^|,)memory(,|$)/ {print $5; exit}' /proc/self/mountinfo)
+if [ -n "$memline" ] && [ -n "$memmnt" ]; then
+	MEMCG=$memmnt${memline##*:}/hpr-cli-$$
+	MEMCG=${MEMCG/\/\//\/}
+	mkdir "$MEMCG" && echo $((512 << 20)) > "$MEMCG/memory.limit_in_bytes" || MEMCG=
+fi
+if [ -n "$MEMCG" ]; then
+	bash -c "echo \$\$ > $MEMCG/cgroup.procs && exec $HPR probe --json" >"$TMP/cg.json" ||
+		fail "probe in a memory cgroup"
+	python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["cgroup"]["memory"]; assert m["limit"] == 512 << 20 and m["effective_limit"] == 512 << 20 and m["dir"] == sys.argv[2], m' \
+		"$TMP/cg.json" "$MEMCG" || fail "memory cgroup limit not reported"
+	bash -c "echo \$\$ > $MEMCG/cgroup.procs && exec $HPR probe" | grep -q "memory     512 MiB" ||
+		fail "memory cgroup limit not in the text output"
+	rmdir "$MEMCG" || fail "cannot remove $MEMCG"
+	MEMCG=
+else
+	echo "   (no cgroup v1 memory controller: limit not exercised)"
+fi
 
 echo "== probe --size: verdicts, and the fixes it prints work"
 echo 0 > $POOL
