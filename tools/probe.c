@@ -657,7 +657,7 @@ static void print_text(const struct probe *p)
 		printf("  khugepaged:");
 		for (size_t k = 0; k < NR_KHP; k++)
 			if (p->have_khp[k])
-				printf("%s %s=%llu", k == 5 ? "\n             " : "", khp_keys[k],
+				printf("%s %s=%llu", k == 4 ? "\n             " : "", khp_keys[k],
 				       (unsigned long long)p->khp[k]);
 		printf("\n");
 	}
@@ -942,7 +942,11 @@ int cmd_probe(int argc, char **argv)
 		if (t->note[0])
 			printf("  %-28s note: %s\n", "", t->note);
 		for (unsigned k = 0; k < t->nr_fix; k++)
-			printf("  %-28s %s %s\n", "", k ? "   " : "fix:", t->fix[k]);
+			printf("  %-28s %s %s\n", "",
+			       k     ? "    " :
+			       t->rc ? "fix:" :
+				       "tip:",
+			       t->fix[k]);
 	}
 	if (auto_rc)
 		printf("  AUTO fails: %s\n", auto_msg);
