@@ -75,6 +75,9 @@ struct pool {
 };
 /* Fresh counters of the pool of page_size, global and per node. 0/-errno. */
 int pool_read(uint64_t page_size, struct pool *p);
+/* A pool as a JSON object (node >= 0: only that node's entry). */
+struct jw;
+void json_pool(struct jw *w, const struct pool *p, int node);
 /* Path of a pool file: node < 0 global, else per node. */
 void pool_path(char *buf, size_t len, uint64_t page_size, int node, const char *file);
 

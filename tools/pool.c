@@ -92,7 +92,7 @@ static void print_pool(const struct pool *p, int node)
 	}
 }
 
-static void json_pool(struct jw *w, const struct pool *p, int node)
+void json_pool(struct jw *w, const struct pool *p, int node)
 {
 	jw_obj(w, NULL);
 	jw_u64(w, "page_size", p->page_size);

@@ -783,28 +783,8 @@ static void print_json(struct jw *w, const struct probe *p)
 	jw_obj(w, "hugetlb");
 	jw_u64(w, "default_page_size", p->default_huge);
 	jw_arr(w, "pools");
-	for (unsigned i = 0; i < p->nr_pools; i++) {
-		const struct pool *pl = &p->pools[i];
-
-		jw_obj(w, NULL);
-		jw_u64(w, "page_size", pl->page_size);
-		jw_u64(w, "total", pl->total);
-		jw_u64(w, "free", pl->free);
-		jw_u64(w, "reserved", pl->resv);
-		jw_u64(w, "surplus", pl->surplus);
-		jw_u64(w, "overcommit", pl->overcommit);
-		jw_arr(w, "nodes");
-		for (unsigned n = 0; n < pl->nr_nodes; n++) {
-			jw_obj(w, NULL);
-			jw_int(w, "node", pl->nodes[n].node);
-			jw_u64(w, "total", pl->nodes[n].total);
-			jw_u64(w, "free", pl->nodes[n].free);
-			jw_u64(w, "surplus", pl->nodes[n].surplus);
-			jw_end_obj(w);
-		}
-		jw_end_arr(w);
-		jw_end_obj(w);
-	}
+	for (unsigned i = 0; i < p->nr_pools; i++)
+		json_pool(w, &p->pools[i], -1);
 	jw_end_arr(w);
 	jw_end_obj(w);
 	jw_obj(w, "cgroup");
