@@ -3,6 +3,9 @@
 # examples. Idempotent: does nothing when they are all there.
 set -e
 PKGS="build-essential g++ binutils cmake pkg-config libnuma-dev liburing-dev check numactl clang gnuplot-nox fio python3"
+# man page check (groff-base, man-db), format check and fuzzers
+# (clang-format, clang's libFuzzer runtime)
+PKGS="$PKGS groff-base man-db clang-format libclang-rt-dev"
 PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"
 missing=""
 for p in $PKGS; do
