@@ -250,11 +250,6 @@ static int flush_mt(struct kv_db *db, struct kv_memtable *mt, struct kv_sst **ou
 	for (const struct kv_mt_node *n = kv_mt_first(mt); n; n = kv_mt_next_key(n)) {
 		rc = kv_sst_writer_add(&w, n->key, n->seq, kv_mt_value(n), n->vlen);
 		if (rc) {
-			rc = kv_fail(rc, "flush to %s failed: %s%s", w.tmp, strerror(-rc),
-				     rc == -ENOSPC ? " (the tmpfs is full: raise its size= "
-						     "with mount -o remount,size=...; no "
-						     "table was damaged)"
-						   : "");
 			kv_sst_writer_abort(&w);
 			return rc;
 		}
@@ -519,7 +514,7 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 {
 	struct replay_ctx rctx;
 	struct kv_db *db;
-	uint64_t max_gen, max_seq = 0, torn, t0 = kv_now_ns();
+	uint64_t max_gen, max_seq = 0, torn, t0;
 	char p[PATH_MAX + 16];
 	int rc;
 
@@ -590,6 +585,7 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 
 	rctx.db = db;
 	rctx.records = 0;
+	t0 = kv_now_ns();
 	rc = kv_log_replay(db->dir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
 	if (rc)
 		goto fail;

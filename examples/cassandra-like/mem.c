@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -33,6 +34,10 @@
 #endif
 
 #define BASE_UNIT (2u << 20)
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
 
 const char *kv_backing_name(enum kv_backing b)
 {
@@ -68,6 +73,14 @@ int kv_mem_create(struct kv_mem *m, const char *name, size_t size, enum kv_backi
 				       strerror(errno));
 		/* keep khugepaged and THP=always away: this run is the baseline */
 		madvise(p, size, MADV_NOHUGEPAGE);
+		/* a name (5.17+) keeps the kernel from merging this VMA with its
+		 * neighbours, so smaps can tell the arenas apart */
+		{
+			char nm[48];
+
+			snprintf(nm, sizeof(nm), "kv-base:%s", name);
+			prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, size, nm);
+		}
 		m->base = p;
 		m->size = size;
 		m->unit = BASE_UNIT;
@@ -195,6 +208,7 @@ static int smaps_sum(uintptr_t lo, uintptr_t hi, const char *dir, size_t *res, s
 	char line[4096];
 	bool in = false;
 	size_t dl = dir ? strlen(dir) : 0;
+	double part = 1.0; /* share of the VMA inside [lo, hi) */
 
 	*res = *huge = 0;
 	if (!f)
@@ -210,17 +224,21 @@ static int smaps_sum(uintptr_t lo, uintptr_t hi, const char *dir, size_t *res, s
 				in = path && !strncmp(path, dir, dl) && path[dl] == '/';
 			} else {
 				in = a < hi && b > lo;
+				/* a VMA merged with a neighbour: count our share */
+				part = in ? (double)((b < hi ? b : hi) - (a > lo ? a : lo)) /
+						    (double)(b - a)
+					  : 0;
 			}
 			continue;
 		}
 		if (!in)
 			continue;
 		if (sscanf(line, "Rss: %zu kB", &kb) == 1)
-			*res += kb << 10;
+			*res += (size_t)((double)(kb << 10) * part);
 		else if (sscanf(line, "AnonHugePages: %zu kB", &kb) == 1 ||
 			 sscanf(line, "ShmemPmdMapped: %zu kB", &kb) == 1 ||
 			 sscanf(line, "FilePmdMapped: %zu kB", &kb) == 1)
-			*huge += kb << 10;
+			*huge += (size_t)((double)(kb << 10) * part);
 	}
 	fclose(f);
 	return 0;

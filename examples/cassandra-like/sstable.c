@@ -222,6 +222,15 @@ int kv_sst_writer_open(struct kv_sst_writer *w, const char *dir, uint64_t gen,
 	return 0;
 }
 
+/* A failed table write: say what happened and what to do about it. */
+static int werr(struct kv_sst_writer *w, int rc)
+{
+	return kv_fail(rc, "writing table %s failed: %s%s", w->tmp, strerror(-rc),
+		       rc == -ENOSPC ? " (the tmpfs is full: raise its size= with "
+				       "mount -o remount,size=...; no table was damaged)"
+				     : "");
+}
+
 static int wput(struct kv_sst_writer *w, const void *p, size_t n)
 {
 	while (n) {
@@ -236,7 +245,7 @@ static int wput(struct kv_sst_writer *w, const void *p, size_t n)
 		if (w->blen == WBUF) {
 			rc = kv_write_all(w->fd, w->buf, w->blen);
 			if (rc)
-				return rc;
+				return werr(w, rc);
 			w->blen = 0;
 		}
 	}
@@ -297,16 +306,18 @@ int kv_sst_writer_finish(struct kv_sst_writer *w, struct kv_sst **out)
 	w->f.crc = footer_crc(&w->f);
 	if ((rc = wput(w, &w->f, sizeof(w->f))))
 		goto fail;
-	if ((rc = kv_write_all(w->fd, w->buf, w->blen)))
+	if ((rc = kv_write_all(w->fd, w->buf, w->blen))) {
+		rc = werr(w, rc);
 		goto fail;
+	}
 	if (fsync(w->fd)) {
-		rc = -errno;
+		rc = werr(w, -errno);
 		goto fail;
 	}
 	close(w->fd);
 	w->fd = -1;
 	if (rename(w->tmp, w->path)) {
-		rc = -errno;
+		rc = werr(w, -errno);
 		goto fail;
 	}
 	rc = kv_fsync_dir(w->dir);
@@ -316,11 +327,7 @@ int kv_sst_writer_finish(struct kv_sst_writer *w, struct kv_sst **out)
 	if (rc)
 		return kv_fail(rc, "fsync of %s: %s", w->dir, strerror(-rc));
 	return kv_sst_open(w->path, w->gen, out);
-fail:
-	rc = kv_fail(rc, "writing table %s failed: %s%s", w->tmp, strerror(-rc),
-		     rc == -ENOSPC ? " (the tmpfs is full: raise its size= with "
-				     "mount -o remount,size=...; no table was damaged)"
-				   : "");
+fail: /* rc carries its message (werr) */
 	kv_sst_writer_abort(w);
 	return rc;
 }

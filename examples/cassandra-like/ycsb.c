@@ -257,6 +257,7 @@ static int acklog_fd = -1;
 
 struct client {
 	pthread_t thr;
+	bool joined;
 	int id;
 	struct variant *v;
 	bool load;
@@ -459,9 +460,14 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 
 		usleep(100000);
 		now = kv_now_ns();
-		for (unsigned t = 0; t < opt.threads && all_done; t++)
-			all_done = pthread_tryjoin_np(cl[t].thr, NULL) == 0 ? (cl[t].thr = 0, true)
-									      : false;
+		for (unsigned t = 0; t < opt.threads && all_done; t++) {
+			if (cl[t].joined)
+				continue;
+			if (pthread_tryjoin_np(cl[t].thr, NULL) == 0)
+				cl[t].joined = true;
+			else
+				all_done = false;
+		}
 		if (now >= end_ns)
 			atomic_store(&stop_run, true);
 		if (now - tick >= (uint64_t)opt.status * 1000000000ull) {
@@ -473,7 +479,7 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 			break;
 	}
 	for (unsigned t = 0; t < opt.threads; t++) {
-		if (cl[t].thr)
+		if (!cl[t].joined)
 			pthread_join(cl[t].thr, NULL);
 		for (int o = 0; o < NOPS; o++)
 			hist_merge(&res->h[o], &cl[t].h[o]);
@@ -553,6 +559,17 @@ static int open_variant(struct variant *v, bool huge)
 		return rc;
 	}
 	snprintf(v->mount, sizeof(v->mount), "%s", kv_db_mount(v->db));
+	{
+		/* the cache prefault runs in the background; we serve already */
+		struct kv_stats st;
+
+		kv_db_stats(v->db, &st);
+		if (st.prefault_total)
+			printf("[%s] row cache prefault running in the background: %zu%% of "
+			       "%zu MiB done, serving requests already\n",
+			       v->name, st.prefault_done * 100 / st.prefault_total,
+			       st.prefault_total >> 20);
+	}
 	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n",
 	       v->name, v->dir, v->mount, opt.memtable_mb,
 	       kv_backing_name(o.memtable_backing), opt.cache_mb,
@@ -701,6 +718,63 @@ static int aggregate(const char *variant, char w, double *ops_s, struct hist h[N
 	if (n)
 		*ops_s /= n;
 	return n;
+}
+
+/* The table at the end: per workload, ops/s of each run, the ratio and
+ * p99s; then each run's measured huge-page coverage. */
+static void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
+{
+	printf("\n== summary: %s ==\n",
+	       nv == 2 ? "huge pages vs base pages (mean of the runs)" : vs[0].name);
+	if (nv == 2)
+		printf("%-26s %11s %11s %7s %20s %20s\n", "workload", "huge ops/s",
+		       "base ops/s", "ratio", "read p99 us h / b", "update p99 us h / b");
+	else
+		printf("%-26s %11s %20s %20s\n", "workload", "ops/s", "read p50/p99/p99.9",
+		       "update p50/p99/p99.9");
+	for (size_t w = 0; w < nwl + 1; w++) {
+		char wl = w == 0 ? 'L' : wls[w - 1];
+		double o[2] = { 0, 0 };
+		struct hist h[2][NOPS];
+		struct run_result *last = NULL;
+		char a[64], b[64];
+
+		aggregate(vs[0].name, wl, &o[0], h[0], &last);
+		if (nv == 2)
+			aggregate(vs[1].name, wl, &o[1], h[1], &last);
+		if (!last)
+			continue;
+		if (nv == 2) {
+			snprintf(a, sizeof(a), "%.1f / %.1f", hist_pct_us(&h[0][OP_READ], .99),
+				 hist_pct_us(&h[1][OP_READ], .99));
+			snprintf(b, sizeof(b), "%.1f / %.1f",
+				 hist_pct_us(&h[0][OP_UPDATE], .99),
+				 hist_pct_us(&h[1][OP_UPDATE], .99));
+			printf("%-26s %11.0f %11.0f %7.3f %20s %20s\n", wl_name(wl), o[0], o[1],
+			       o[1] > 0 ? o[0] / o[1] : 0, a, b);
+		} else {
+			snprintf(a, sizeof(a), "%.1f/%.1f/%.1f", hist_pct_us(&h[0][OP_READ], .5),
+				 hist_pct_us(&h[0][OP_READ], .99),
+				 hist_pct_us(&h[0][OP_READ], .999));
+			snprintf(b, sizeof(b), "%.1f/%.1f/%.1f",
+				 hist_pct_us(&h[0][OP_UPDATE], .5),
+				 hist_pct_us(&h[0][OP_UPDATE], .99),
+				 hist_pct_us(&h[0][OP_UPDATE], .999));
+			printf("%-26s %11.0f %20s %20s\n", wl_name(wl), o[0], a, b);
+		}
+	}
+	for (int i = 0; i < nv; i++)
+		for (int k = nresults - 1; k >= 0; k--) {
+			const struct run_result *r = &results[k];
+
+			if (strcmp(r->variant, vs[i].name))
+				continue;
+			printf("huge-page coverage, %s run (%s): row cache %.0f%%, memtables "
+			       "%.0f%%, table mappings %.0f%% of what is resident\n",
+			       vs[i].name, vs[i].mount, pct(r->huge[0], r->res[0]),
+			       pct(r->huge[1], r->res[1]), pct(r->huge[2], r->res[2]));
+			break;
+		}
 }
 
 int main(int argc, char **argv)
@@ -867,27 +941,8 @@ int main(int argc, char **argv)
 	}
 
 	/* side by side */
-	printf("\n== summary (%s) ==\n", nv == 2 ? "huge pages vs base pages" : vs[0].name);
-	printf("%-26s %12s %12s %8s %22s %22s\n", "workload", "huge ops/s", "base ops/s",
-	       "ratio", "read p99 us huge/base", "update p99 us huge/base");
-	for (size_t w = 0; w < nwl + 1; w++) {
-		char wl = w == 0 ? 'L' : wls[w - 1];
-		double o[2] = { 0, 0 };
-		struct hist h[2][NOPS];
-		struct run_result *last = NULL;
-		char a[64], b[64];
-
-		aggregate("huge", wl, &o[0], h[0], &last);
-		aggregate("base", wl, &o[1], h[1], &last);
-		if (!last)
-			continue;
-		snprintf(a, sizeof(a), "%.1f / %.1f", hist_pct_us(&h[0][OP_READ], .99),
-			 hist_pct_us(&h[1][OP_READ], .99));
-		snprintf(b, sizeof(b), "%.1f / %.1f", hist_pct_us(&h[0][OP_UPDATE], .99),
-			 hist_pct_us(&h[1][OP_UPDATE], .99));
-		printf("%-26s %12.0f %12.0f %8.3f %22s %22s\n", wl_name(wl), o[0], o[1],
-		       o[0] && o[1] ? o[0] / o[1] : 0, a, b);
-	}
+	if (nresults)
+		print_summary(vs, nv, wls, nwl);
 
 	/* the JSON summary: always the last line */
 	printf("{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"
@@ -904,9 +959,14 @@ int main(int argc, char **argv)
 		json_hist(&r->h[OP_READ]);
 		printf(",\"update\":");
 		json_hist(&r->h[OP_UPDATE]);
-		printf(",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f}}",
+		printf(",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
+		       "\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
+		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f}",
 		       pct(r->huge[0], r->res[0]), pct(r->huge[1], r->res[1]),
-		       pct(r->huge[2], r->res[2]));
+		       pct(r->huge[2], r->res[2]), r->st1.flushes - r->st0.flushes,
+		       r->st1.compactions - r->st0.compactions,
+		       r->st1.cache_evictions - r->st0.cache_evictions,
+		       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9);
 	}
 	printf("],\"ratio\":{");
 	for (size_t w = 0, first = 1; w < nwl + 1; w++) {
