@@ -30,7 +30,9 @@ build() { # dir [cmake args...]
 
 echo "== build (warnings are errors) and test"
 build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
-run_ctest build-test
+run_ctest build-test -LE example
+echo "== examples (correctness, crash replay, bad input, standalone build)"
+run_ctest build-test -L example
 
 if [ $QUICK = 0 ]; then
 	echo "== ASan + UBSan"
