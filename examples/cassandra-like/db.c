@@ -565,7 +565,10 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 		goto fail;
 	}
 
-	rc = kv_mem_create(&db->mtmem, "memtable", 2 * o->memtable_bytes, o->memtable_backing,
+	/* each half whole huge pages: releasing one half never touches a
+	 * huge page the other half still uses */
+	db->o.memtable_bytes = (o->memtable_bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	rc = kv_mem_create(&db->mtmem, "memtable", 2 * db->o.memtable_bytes, o->memtable_backing,
 			   o->region_dir ? o->region_dir : db->dir);
 	if (rc)
 		goto fail;

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define NFIELDS 20
@@ -245,7 +246,16 @@ struct run_result {
 	struct hist h[NOPS];
 	size_t res[3], huge[3];
 	struct kv_stats st0, st1;
+	uint64_t minflt; /* page faults the process took during the run */
 };
+
+static uint64_t minor_faults(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)ru.ru_minflt;
+}
 
 static struct run_result results[64];
 static int nresults;
@@ -438,6 +448,7 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 	res->workload = workload;
 	res->variant = v->name;
 	kv_db_stats(v->db, &res->st0);
+	res->minflt = minor_faults();
 	t0 = kv_now_ns();
 	end_ns = opt.ops || load ? UINT64_MAX : t0 + (uint64_t)(opt.seconds * 1e9);
 	for (unsigned t = 0; t < opt.threads; t++) {
@@ -489,6 +500,7 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 	res->secs = (double)(kv_now_ns() - t0) / 1e9;
 	res->ops = res->h[0].n + res->h[1].n;
 	res->ops_s = (double)res->ops / res->secs;
+	res->minflt = minor_faults() - res->minflt;
 	kv_db_stats(v->db, &res->st1);
 	kv_db_coverage(v->db, res->res, res->huge);
 	free(cl);
@@ -526,14 +538,14 @@ static void print_run(const struct run_result *r)
 			       hist_pct_us(&r->h[o], .999), (double)r->h[o].max / 1000.0);
 	printf("\n[%s]   huge-mapped: cache %.0f%% of %zu MiB, memtables %.0f%% of %zu MiB, "
 	       "tables %.0f%% of %zu MiB; cache hits %.0f%%; flushes %" PRIu64
-	       ", compactions %" PRIu64 ", write stalls %.2f s\n",
+	       ", compactions %" PRIu64 ", write stalls %.2f s, page faults %" PRIu64 "\n",
 	       r->variant, pct(r->huge[0], r->res[0]), r->res[0] >> 20, pct(r->huge[1], r->res[1]),
 	       r->res[1] >> 20, pct(r->huge[2], r->res[2]), r->res[2] >> 20,
 	       pct(r->st1.cache_hits - r->st0.cache_hits,
 		   r->st1.cache_hits - r->st0.cache_hits + r->st1.cache_misses -
 			   r->st0.cache_misses),
 	       r->st1.flushes - r->st0.flushes, r->st1.compactions - r->st0.compactions,
-	       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9);
+	       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
 	fflush(stdout);
 }
 
@@ -720,15 +732,52 @@ static int aggregate(const char *variant, char w, double *ops_s, struct hist h[N
 	return n;
 }
 
+/* Ratios huge/base of the runs of workload w paired in order (rep k of
+ * huge with rep k of base): their median and range. Robust against one
+ * run that a neighbour on the machine slowed down. */
+static int pair_ratios(char w, double *median, double *lo, double *hi)
+{
+	double hu[16], ba[16], r[16];
+	int nh = 0, nb = 0, n;
+
+	for (int i = 0; i < nresults; i++) {
+		if (results[i].workload != w)
+			continue;
+		if (!strcmp(results[i].variant, "huge") && nh < 16)
+			hu[nh++] = results[i].ops_s;
+		else if (!strcmp(results[i].variant, "base") && nb < 16)
+			ba[nb++] = results[i].ops_s;
+	}
+	n = nh < nb ? nh : nb;
+	for (int i = 0; i < n; i++)
+		r[i] = ba[i] > 0 ? hu[i] / ba[i] : 0;
+	for (int i = 1; i < n; i++) /* insertion sort: a handful of runs */
+		for (int j = i; j > 0 && r[j - 1] > r[j]; j--) {
+			double t = r[j];
+
+			r[j] = r[j - 1];
+			r[j - 1] = t;
+		}
+	if (!n)
+		return 0;
+	*median = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+	*lo = r[0];
+	*hi = r[n - 1];
+	return n;
+}
+
 /* The table at the end: per workload, ops/s of each run, the ratio and
  * p99s; then each run's measured huge-page coverage. */
 static void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
 {
 	printf("\n== summary: %s ==\n",
-	       nv == 2 ? "huge pages vs base pages (mean of the runs)" : vs[0].name);
+	       nv == 2 ? "huge pages vs base pages (ops/s: mean of the runs; ratio: median "
+			 "of the interleaved pairs)"
+		       : vs[0].name);
 	if (nv == 2)
-		printf("%-26s %11s %11s %7s %20s %20s\n", "workload", "huge ops/s",
-		       "base ops/s", "ratio", "read p99 us h / b", "update p99 us h / b");
+		printf("%-26s %11s %11s %19s %20s %20s\n", "workload", "huge ops/s",
+		       "base ops/s", "huge/base [range]", "read p99 us h / b",
+		       "update p99 us h / b");
 	else
 		printf("%-26s %11s %20s %20s\n", "workload", "ops/s", "read p50/p99/p99.9",
 		       "update p50/p99/p99.9");
@@ -750,8 +799,16 @@ static void print_summary(struct variant *vs, int nv, const char *wls, size_t nw
 			snprintf(b, sizeof(b), "%.1f / %.1f",
 				 hist_pct_us(&h[0][OP_UPDATE], .99),
 				 hist_pct_us(&h[1][OP_UPDATE], .99));
-			printf("%-26s %11.0f %11.0f %7.3f %20s %20s\n", wl_name(wl), o[0], o[1],
-			       o[1] > 0 ? o[0] / o[1] : 0, a, b);
+			double med = 0, lo = 0, hi = 0;
+			char rr[48];
+
+			pair_ratios(wl, &med, &lo, &hi);
+			if (lo < hi)
+				snprintf(rr, sizeof(rr), "%.2f [%.2f-%.2f]", med, lo, hi);
+			else
+				snprintf(rr, sizeof(rr), "%.2f", med);
+			printf("%-26s %11.0f %11.0f %19s %20s %20s\n", wl_name(wl), o[0], o[1], rr,
+			       a, b);
 		} else {
 			snprintf(a, sizeof(a), "%.1f/%.1f/%.1f", hist_pct_us(&h[0][OP_READ], .5),
 				 hist_pct_us(&h[0][OP_READ], .99),
@@ -910,6 +967,10 @@ int main(int argc, char **argv)
 					nresults--;
 					break;
 				}
+				/* let both databases' flushes and compactions finish:
+				 * one run's background work must not slow the next */
+				for (int q = 0; q < nv; q++)
+					kv_db_quiesce(vs[q].db);
 				if (phase(v, wls[w], r)) {
 					rc = 3;
 					goto out;
@@ -961,24 +1022,22 @@ int main(int argc, char **argv)
 		json_hist(&r->h[OP_UPDATE]);
 		printf(",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
 		       "\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
-		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f}",
+		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f,"
+		       "\"page_faults\":%" PRIu64 "}",
 		       pct(r->huge[0], r->res[0]), pct(r->huge[1], r->res[1]),
 		       pct(r->huge[2], r->res[2]), r->st1.flushes - r->st0.flushes,
 		       r->st1.compactions - r->st0.compactions,
 		       r->st1.cache_evictions - r->st0.cache_evictions,
-		       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9);
+		       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
 	}
 	printf("],\"ratio\":{");
 	for (size_t w = 0, first = 1; w < nwl + 1; w++) {
 		char wl = w == 0 ? 'L' : wls[w - 1];
-		double o[2];
-		struct hist h[NOPS];
-		struct run_result *last = NULL;
+		double med, rlo, rhi;
 
-		if (aggregate("huge", wl, &o[0], h, &last) && aggregate("base", wl, &o[1], h, &last) &&
-		    o[1] > 0) {
-			printf("%s\"%c\":%.3f", first ? "" : ",", wl == 'L' ? 'L' : wl - 32,
-			       o[0] / o[1]);
+		if (pair_ratios(wl, &med, &rlo, &rhi)) {
+			printf("%s\"%c\":{\"median\":%.3f,\"min\":%.3f,\"max\":%.3f}",
+			       first ? "" : ",", wl == 'L' ? 'L' : wl - 32, med, rlo, rhi);
 			first = 0;
 		}
 	}
