@@ -461,7 +461,11 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 		c->hi = load ? opt.records * (t + 1) / opt.threads : 0;
 		c->read_prop = workload == 'a' ? 0.5 : workload == 'b' ? 0.95 : 0.05;
 		c->rng = kv_hash64(t0 ^ (t + 1) * 0x9e3779b97f4a7c15ull) | 1;
-		pthread_create(&c->thr, NULL, client_main, c);
+		if (pthread_create(&c->thr, NULL, client_main, c)) {
+			c->joined = true;
+			c->err = -EAGAIN;
+			atomic_store(&stop_run, true);
+		}
 	}
 	/* the main thread reports progress until the clients are done */
 	tick = t0;
@@ -626,7 +630,8 @@ static int check_acklog(struct variant *v, const char *path)
 	mcrc = calloc(opt.records, sizeof(*mcrc));
 	buf = malloc(value_len());
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%" SCNu64 " %" SCNu64 " %x", &key, &seq, &crc) != 3 ||
+		if (!strchr(line, '\n') ||
+		    sscanf(line, "%" SCNu64 " %" SCNu64 " %x", &key, &seq, &crc) != 3 ||
 		    key >= opt.records)
 			continue; /* a line cut by the kill */
 		lines++;
