@@ -286,7 +286,8 @@ static int list_segments(const char *dir, uint64_t **out, size_t *n)
 		v[cnt++] = g;
 	}
 	closedir(d);
-	qsort(v, cnt, sizeof(*v), cmp_u64);
+	if (cnt)
+		qsort(v, cnt, sizeof(*v), cmp_u64);
 	*out = v;
 	*n = cnt;
 	return 0;

@@ -211,7 +211,8 @@ static int load_tables(struct kv_db *db)
 	atomic_store(&db->next_gen, maxgen + 1);
 	if (rc)
 		return rc;
-	qsort(db->tables, db->ntables, sizeof(*db->tables), cmp_newest);
+	if (db->ntables)
+		qsort(db->tables, db->ntables, sizeof(*db->tables), cmp_newest);
 	/* A crash between installing a compaction's output and deleting its
 	 * inputs leaves tables whose seq range lies inside the output's. */
 	for (size_t j = 0; j < db->ntables; j++) {
@@ -414,7 +415,8 @@ static void *compactor_main(void *arg)
 
 			pthread_rwlock_rdlock(&db->lsm);
 			k = pick_window(db, &start);
-			memcpy(in, db->tables + start, k * sizeof(*in));
+			if (k)
+				memcpy(in, db->tables + start, k * sizeof(*in));
 			pthread_rwlock_unlock(&db->lsm);
 			if (!k)
 				break;

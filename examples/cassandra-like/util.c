@@ -60,11 +60,14 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uin
 
 uint32_t kv_crc32c(uint32_t crc, const void *p, size_t n)
 {
-	static int hw = -1;
+	static int hw = -1; /* -1: not probed yet */
+	int h = __atomic_load_n(&hw, __ATOMIC_RELAXED);
 
-	if (hw < 0)
-		hw = __builtin_cpu_supports("sse4.2");
-	return hw ? crc_hw(crc, p, n) : crc_sw(crc, p, n);
+	if (h < 0) {
+		h = __builtin_cpu_supports("sse4.2");
+		__atomic_store_n(&hw, h, __ATOMIC_RELAXED);
+	}
+	return h ? crc_hw(crc, p, n) : crc_sw(crc, p, n);
 }
 #else
 uint32_t kv_crc32c(uint32_t crc, const void *p, size_t n)
