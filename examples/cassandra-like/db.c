@@ -307,7 +307,7 @@ static void *flusher_main(void *arg)
 			kv_mt_release(mt);
 			atomic_fetch_add(&db->flushes, 1);
 		} else {
-			note(db, "%s; writes are refused from now on, reads go on",
+			note(db, "%s; writes will be refused once the memtable is full, reads go on",
 			     kv_errmsg(rc));
 		}
 		pthread_mutex_lock(&db->bg_mu);
