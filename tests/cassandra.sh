@@ -25,6 +25,10 @@ if [ -z "${CASS_TEST_NS:-}" ]; then
 	exec unshare -m --propagation private env CASS_TEST_NS=1 "$0" "$@"
 fi
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+# hpregion's root suites change THP modes under an exclusive lock on this
+# file (tests/common.c): share it so none does while we run
+exec 9>>/tmp/hpr-system.lock
+flock -s 9
 
 T=$(mktemp -d /tmp/cass-test.XXXXXX)
 cleanup() {

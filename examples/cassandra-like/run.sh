@@ -38,6 +38,11 @@ if [ "${1:-}" = --bench ]; then
 		--repeat 3 --status 5 --cache-mb 512 --memtable-mb 64 --dist zipfian)
 fi
 
+# hpregion's root test suites change THP modes under an exclusive lock on
+# this file: share it, so none does mid-run on a machine that runs both
+exec 9>>/tmp/hpr-system.lock
+flock -s 9 || true
+
 WORK=$(mktemp -d /tmp/cassandra-like.XXXXXX)
 if [ "$(id -u)" = 0 ]; then
 	mkdir "$WORK/huge" "$WORK/base"

@@ -32,11 +32,15 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NFIELDS 20
@@ -48,7 +52,7 @@ static const char *const op_name[NOPS] = { "READ", "UPDATE" };
 /* ---- options ---- */
 
 static struct {
-	const char *data, *base_data, *region_dir, *acklog, *check;
+	const char *data, *base_data, *region_dir, *acklog, *check, *json;
 	enum kv_backing cache_b, mt_b;
 	bool cache_b_set;
 	uint64_t records, ops;
@@ -691,7 +695,11 @@ static void usage(void)
 		"  --acklog FILE       append acknowledged writes to FILE\n"
 		"  --check FILE        reopen (replay the log), check FILE's writes, exit\n"
 		"  --no-load           use the data already in --data\n"
-		"  --allow-disk        allow a data dir that is not on tmpfs (warns)\n");
+		"  --allow-disk        allow a data dir that is not on tmpfs (warns)\n"
+		"  --json FILE         also write the results (headline rows + summary) to FILE\n"
+		"       cassandra-like bench [--quick] [--json FILE] [options]\n"
+		"  the benchmark: as root, mounts its own tmpfs huge=always and huge=never\n"
+		"  (--quick: small sizes for CI)\n");
 	exit(2);
 }
 
@@ -707,9 +715,9 @@ static enum kv_backing parse_backing(const char *s)
 	exit(2);
 }
 
-static void json_hist(const struct hist *h)
+static void json_hist(FILE *f, const struct hist *h)
 {
-	printf("{\"count\":%" PRIu64 ",\"avg_us\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
+	fprintf(f, "{\"count\":%" PRIu64 ",\"avg_us\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
 	       "\"p999_us\":%.2f,\"max_us\":%.2f}",
 	       h->n, h->n ? (double)h->sum / (double)h->n / 1000.0 : 0, hist_pct_us(h, .5),
 	       hist_pct_us(h, .99), hist_pct_us(h, .999), (double)h->max / 1000.0);
@@ -839,6 +847,154 @@ static void print_summary(struct variant *vs, int nv, const char *wls, size_t nw
 		}
 }
 
+/* The machine-readable summary: one JSON object, no newline. */
+static void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
+{
+	fprintf(f, "{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"
+	       "\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,\"runs\":[",
+	       opt.records, NFIELDS, opt.fieldlen, opt.threads, opt.zipf ? "zipfian" : "uniform",
+	       opt.cache_mb, opt.memtable_mb);
+	for (int i = 0; i < nresults; i++) {
+		const struct run_result *r = &results[i];
+
+		fprintf(f, "%s{\"pages\":\"%s\",\"workload\":\"%c\",\"ops\":%" PRIu64
+		       ",\"secs\":%.3f,\"ops_per_sec\":%.1f,\"read\":",
+		       i ? "," : "", r->variant, r->workload == 'L' ? 'L' : r->workload - 32,
+		       r->ops, r->secs, r->ops_s);
+		json_hist(f, &r->h[OP_READ]);
+		fprintf(f, ",\"update\":");
+		json_hist(f, &r->h[OP_UPDATE]);
+		fprintf(f, ",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
+		       "\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
+		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f,"
+		       "\"page_faults\":%" PRIu64 "}",
+		       pct(r->huge[0], r->res[0]), pct(r->huge[1], r->res[1]),
+		       pct(r->huge[2], r->res[2]), r->st1.flushes - r->st0.flushes,
+		       r->st1.compactions - r->st0.compactions,
+		       r->st1.cache_evictions - r->st0.cache_evictions,
+		       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
+	}
+	fprintf(f, "],\"ratio\":{");
+	for (size_t w = 0, first = 1; w < nwl + 1; w++) {
+		char wl = w == 0 ? 'L' : wls[w - 1];
+		double med, rlo, rhi;
+
+		if (pair_ratios(wl, &med, &rlo, &rhi)) {
+			fprintf(f, "%s\"%c\":{\"median\":%.3f,\"min\":%.3f,\"max\":%.3f}",
+			       first ? "" : ",", wl == 'L' ? 'L' : wl - 32, med, rlo, rhi);
+			first = 0;
+		}
+	}
+	fprintf(f, "},\"verify\":{\"enabled\":%s,\"reads\":%" PRIu64 ",\"errors\":%" PRIu64
+	       "},\"exit\":%d}",
+	       opt.verify ? "true" : "false", atomic_load(&verify_reads),
+	       atomic_load(&verify_errors), rc);
+}
+
+/* --json FILE: what bench/run reads: headline rows (ours = huge pages,
+ * baseline = base pages, ratio = median of the interleaved pairs) and the
+ * full summary. */
+static int write_json(const char *path, const char *wls, size_t nwl, int rc)
+{
+	FILE *f = fopen(path, "we");
+	bool first = true;
+
+	if (!f) {
+		fprintf(stderr, "cassandra-like: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "{\"headline\":[");
+	for (size_t w = 0; w < nwl; w++) {
+		struct hist h[2][NOPS];
+		struct run_result *last = NULL;
+		double o[2], med, rlo, rhi;
+		int op = wls[w] == 'u' ? OP_UPDATE : OP_READ;
+
+		if (!aggregate("huge", wls[w], &o[0], h[0], &last) ||
+		    !aggregate("base", wls[w], &o[1], h[1], &last) ||
+		    !pair_ratios(wls[w], &med, &rlo, &rhi))
+			continue;
+		fprintf(f,
+			"%s{\"measure\":\"%s: ops/s, huge pages / base pages\",\"ours\":%.0f,"
+			"\"baseline\":%.0f,\"ratio\":%.3f,\"range\":[%.3f,%.3f],\"anchor\":\"%s\"}",
+			first ? "" : ",", wl_name(wls[w]), o[0], o[1], med, rlo, rhi,
+			wls[w] == 'u' ? "Cassandra on huge tmpfs, 95 % update: 36 % apart "
+					"between two huge-tmpfs designs"
+				      : "");
+		fprintf(f,
+			",{\"measure\":\"%s: %s p99 us (lower is better)\",\"ours\":%.1f,"
+			"\"baseline\":%.1f,\"ratio\":%.3f,\"anchor\":\"\"}",
+			wl_name(wls[w]), op_name[op], hist_pct_us(&h[0][op], .99),
+			hist_pct_us(&h[1][op], .99),
+			hist_pct_us(&h[1][op], .99) > 0
+				? hist_pct_us(&h[0][op], .99) / hist_pct_us(&h[1][op], .99)
+				: 0);
+		first = false;
+	}
+	fprintf(f, "],\"summary\":");
+	write_summary(f, wls, nwl, rc);
+	fprintf(f, "}\n");
+	return fclose(f) ? -1 : 0;
+}
+
+/*
+ * `cassandra-like bench`: the benchmark as bench/run runs it. As root it
+ * makes its own pair of tmpfs mounts (huge=always, huge=never) in a private
+ * mount namespace, so they vanish with the process.
+ */
+static char bench_dir[64];
+static char bench_huge[96], bench_base[96];
+
+static int bench_mounts(void)
+{
+	if (geteuid() != 0) {
+		printf("cassandra-like bench: skipped: needs root to mount a tmpfs huge=always "
+		       "and a tmpfs huge=never (or pass --data/--base-data)\n");
+		return 77;
+	}
+	/* hpregion's test suites change THP modes and hugetlb pools under an
+	 * exclusive lock on this file: share it, so none does mid-benchmark */
+	int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (lk >= 0)
+		flock(lk, LOCK_SH); /* held until exit */
+	if (unshare(CLONE_NEWNS) || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		fprintf(stderr, "cassandra-like bench: private mount namespace: %s\n",
+			strerror(errno));
+		return 2;
+	}
+	snprintf(bench_dir, sizeof(bench_dir), "/tmp/cassandra-bench.XXXXXX");
+	if (!mkdtemp(bench_dir)) {
+		fprintf(stderr, "cassandra-like bench: mkdtemp: %s\n", strerror(errno));
+		return 2;
+	}
+	snprintf(bench_huge, sizeof(bench_huge), "%s/huge", bench_dir);
+	snprintf(bench_base, sizeof(bench_base), "%s/base", bench_dir);
+	if (mkdir(bench_huge, 0700) || mkdir(bench_base, 0700) ||
+	    mount("none", bench_huge, "tmpfs", 0, "huge=always,size=8g") ||
+	    mount("none", bench_base, "tmpfs", 0, "huge=never,size=8g")) {
+		fprintf(stderr, "cassandra-like bench: mounting tmpfs in %s: %s\n", bench_dir,
+			strerror(errno));
+		return 2;
+	}
+	opt.data = bench_huge;
+	opt.base_data = bench_base;
+	printf("cassandra-like bench: tmpfs huge=always at %s, tmpfs huge=never at %s\n",
+	       bench_huge, bench_base);
+	return 0;
+}
+
+static void bench_unmount(void)
+{
+	if (!bench_dir[0])
+		return;
+	umount2(bench_huge, MNT_DETACH);
+	umount2(bench_base, MNT_DETACH);
+	rmdir(bench_huge);
+	rmdir(bench_base);
+	rmdir(bench_dir);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -853,6 +1009,7 @@ int main(int argc, char **argv)
 		{ "memtable-mb", 1, 0, 'm' }, { "verify", 0, 0, 'V' },
 		{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
 		{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
+		{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
 		{ "help", 0, 0, 'h' },	      { 0, 0, 0, 0 },
 	};
 	struct variant vs[2];
@@ -861,6 +1018,26 @@ int main(int argc, char **argv)
 	char wls[16];
 	size_t nwl = 0;
 
+	bool bench = argc > 1 && !strcmp(argv[1], "bench");
+
+	if (bench) {
+		/* the benchmark's sizes (--quick: a smoke run for CI); options
+		 * given after them still win */
+		bool quick = false;
+
+		for (int i = 2; i < argc; i++)
+			quick |= !strcmp(argv[i], "--quick");
+		argv[1] = argv[0];
+		argv++;
+		argc--;
+		opt.threads = 20;
+		opt.records = quick ? 20000 : 400000;
+		opt.seconds = quick ? 2 : 15;
+		opt.repeat = quick ? 1 : 3;
+		opt.status = quick ? 1 : 5;
+		opt.cache_mb = quick ? 32 : 512;
+		opt.memtable_mb = quick ? 8 : 64;
+	}
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd': opt.data = optarg; break;
@@ -885,7 +1062,16 @@ int main(int argc, char **argv)
 		case 'k': opt.check = optarg; break;
 		case 'N': opt.no_load = true; break;
 		case 'A': opt.allow_disk = true; break;
+		case 'j': opt.json = optarg; break;
+		case 'q': break; /* bench: handled above */
 		default: usage();
+		}
+	}
+	if (bench && !opt.data && optind == argc) {
+		rc = bench_mounts();
+		if (rc) {
+			bench_unmount();
+			return rc;
 		}
 	}
 	if (!opt.data || optind != argc || !opt.records || !opt.threads || !opt.status ||
@@ -1011,45 +1197,11 @@ int main(int argc, char **argv)
 		print_summary(vs, nv, wls, nwl);
 
 	/* the JSON summary: always the last line */
-	printf("{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"
-	       "\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,\"runs\":[",
-	       opt.records, NFIELDS, opt.fieldlen, opt.threads, opt.zipf ? "zipfian" : "uniform",
-	       opt.cache_mb, opt.memtable_mb);
-	for (int i = 0; i < nresults; i++) {
-		const struct run_result *r = &results[i];
-
-		printf("%s{\"pages\":\"%s\",\"workload\":\"%c\",\"ops\":%" PRIu64
-		       ",\"secs\":%.3f,\"ops_per_sec\":%.1f,\"read\":",
-		       i ? "," : "", r->variant, r->workload == 'L' ? 'L' : r->workload - 32,
-		       r->ops, r->secs, r->ops_s);
-		json_hist(&r->h[OP_READ]);
-		printf(",\"update\":");
-		json_hist(&r->h[OP_UPDATE]);
-		printf(",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
-		       "\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
-		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f,"
-		       "\"page_faults\":%" PRIu64 "}",
-		       pct(r->huge[0], r->res[0]), pct(r->huge[1], r->res[1]),
-		       pct(r->huge[2], r->res[2]), r->st1.flushes - r->st0.flushes,
-		       r->st1.compactions - r->st0.compactions,
-		       r->st1.cache_evictions - r->st0.cache_evictions,
-		       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
-	}
-	printf("],\"ratio\":{");
-	for (size_t w = 0, first = 1; w < nwl + 1; w++) {
-		char wl = w == 0 ? 'L' : wls[w - 1];
-		double med, rlo, rhi;
-
-		if (pair_ratios(wl, &med, &rlo, &rhi)) {
-			printf("%s\"%c\":{\"median\":%.3f,\"min\":%.3f,\"max\":%.3f}",
-			       first ? "" : ",", wl == 'L' ? 'L' : wl - 32, med, rlo, rhi);
-			first = 0;
-		}
-	}
-	printf("},\"verify\":{\"enabled\":%s,\"reads\":%" PRIu64 ",\"errors\":%" PRIu64
-	       "},\"exit\":%d}\n",
-	       opt.verify ? "true" : "false", atomic_load(&verify_reads),
-	       atomic_load(&verify_errors), rc);
+	write_summary(stdout, wls, nwl, rc);
+	putchar('\n');
+	fflush(stdout);
+	if (opt.json && write_json(opt.json, wls, nwl, rc) && !rc)
+		rc = 2;
 out:
 	for (int i = 0; i < nv; i++) {
 		kv_close(vs[i].db);
@@ -1057,5 +1209,6 @@ out:
 	}
 	if (acklog_fd >= 0)
 		close(acklog_fd);
+	bench_unmount();
 	return rc;
 }
