@@ -32,6 +32,9 @@ echo "== build (warnings are errors) and test"
 build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 run_ctest build-test
 
+echo "== benchmarks, quick mode (they run; their timings are not judged)"
+bench/run --quick --build build-test --out build-test/bench-report
+
 if [ $QUICK = 0 ]; then
 	echo "== ASan + UBSan"
 	build build-asan -DCMAKE_BUILD_TYPE=Debug -DHPR_SANITIZE=address,undefined \

@@ -247,6 +247,12 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 
 	if (r->backend == HPR_BACKEND_HUGETLB)
 		return 0;
+	if (r->degraded) {
+		/* HPR_F_FALLBACK chose base pages because huge ones are
+		 * disabled: never override that with MADV_COLLAPSE */
+		atomic_fetch_add(&r->small_pages, 1);
+		return 0;
+	}
 	if (r->collapse_after) {
 		rc = collapse_one(r, a);
 	} else {
