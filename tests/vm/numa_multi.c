@@ -6,9 +6,10 @@
  * name is deliberately not test_*.c so tests/CMakeLists.txt does not pick it
  * up; tests/vm.cmake builds it.
  *
- *  - BIND to node 1 lands every page on node 1 (move_pages per 4 KiB page,
- *    independent of the library's own per-huge-page query), for THP, shmem
- *    on a huge tmpfs and hugetlb;
+ *  - BIND to node 1 lands every page on node 1 even when the faulting
+ *    thread runs on node 0 (move_pages per 4 KiB page, independent of the
+ *    library's own per-huge-page query), for THP, shmem on a huge tmpfs
+ *    and hugetlb;
  *  - INTERLEAVE over nodes 0-1 spreads the huge pages evenly;
  *  - a hugetlb region bound to a node whose pool is empty is a clean -ENOMEM
  *    from hpr_create even when the other node has free pages (no SIGBUS,
@@ -148,11 +149,18 @@ static hpr_region *make(enum hpr_backend b, const char *path, enum hpr_numa_poli
 
 static void check_bind(enum hpr_backend b, const char *path, int node)
 {
-	hpr_region *r = make(b, path, HPR_NUMA_BIND, node ? "1" : "0", 0);
+	hpr_region *r;
 	struct hpr_stats st;
 	struct t_smaps k;
 	size_t bytes[2], other;
+	cpu_set_t far;
 
+	/* The caller runs on the other node and faults the pages itself (one
+	 * worker): first touch alone would put them there, so only the
+	 * policy can land them on the bound node. */
+	node_cpus(!node, &far);
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(far), &far), 0);
+	r = make(b, path, HPR_NUMA_BIND, node ? "1" : "0", 1);
 	memset(hpr_base(r), 0x3c, hpr_size(r));
 	kernel_nodes(hpr_base(r), hpr_size(r), bytes, &other);
 	ck_assert_msg(bytes[node] == hpr_size(r) && !bytes[!node] && !other,
@@ -200,9 +208,17 @@ END_TEST
 
 static void check_interleave(enum hpr_backend b)
 {
-	hpr_region *r = make(b, NULL, HPR_NUMA_INTERLEAVE, "0-1", 0);
-	size_t bytes[2], other, huge = hpr_page_size(r);
+	hpr_region *r;
+	size_t bytes[2], other, huge;
 	struct hpr_stats st;
+	cpu_set_t n0;
+
+	/* one thread on node 0 faults everything: first touch would keep it
+	 * all there */
+	node_cpus(0, &n0);
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(n0), &n0), 0);
+	r = make(b, NULL, HPR_NUMA_INTERLEAVE, "0-1", 1);
+	huge = hpr_page_size(r);
 
 	memset(hpr_base(r), 0x7e, hpr_size(r));
 	kernel_nodes(hpr_base(r), hpr_size(r), bytes, &other);
