@@ -205,7 +205,7 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 			 r->name, at, strerror(-rc));
 }
 
-static int collapse_one(hpr_region *r, char *a)
+static int collapse_one(hpr_region *r, char *a, bool count)
 {
 	int rc = -EAGAIN;
 
@@ -213,7 +213,7 @@ static int collapse_one(hpr_region *r, char *a)
 	 * pinned; a few retries settle it (mm/khugepaged.c). */
 	for (int t = 0; t < 4 && rc == -EAGAIN; t++)
 		rc = hpr__os->madvise(a, r->page_size, MADV_COLLAPSE);
-	if (!rc)
+	if (!rc && count)
 		atomic_fetch_add(&r->collapsed_pages, 1);
 	return rc;
 }
@@ -254,13 +254,23 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 		return 0;
 	}
 	if (r->collapse_after) {
-		rc = collapse_one(r, a);
+		rc = collapse_one(r, a, true);
 	} else {
 		int h = hpr__range_is_huge(r, a, r->page_size);
 
 		rc = 0;
 		if (h == 0 && (r->fault_huge || c->info.have_collapse))
-			rc = collapse_one(r, a);
+			rc = collapse_one(r, a, true);
+		else if (h < 0 && c->info.have_collapse)
+			/* No PAGEMAP_SCAN (Linux 6.1-6.6) to see whether the
+			 * fault gave a PMD mapping. MADV_COLLAPSE answers
+			 * instead: 0 means PMD-mapped afterwards, and on a page
+			 * that already is it only checks (SCAN_PMD_MAPPED).
+			 * Without it a THP refused by the kernel passed as
+			 * huge and HPR_F_FALLBACK was never asked (measured
+			 * on 6.1 under PR_SET_THP_DISABLE). Not counted as a
+			 * collapse: most pages were huge already. */
+			rc = collapse_one(r, a, false);
 	}
 	if (rc || hpr__range_is_huge(r, a, r->page_size) == 0) {
 		char ps[32];
