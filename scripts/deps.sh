@@ -3,6 +3,8 @@
 # examples. Idempotent: does nothing when they are all there.
 set -e
 PKGS="build-essential cmake pkg-config libnuma-dev liburing-dev check numactl clang"
+# kvm-lite runs on real KVM inside a qemu TCG guest (tests/kvmlite-vm.sh)
+PKGS="$PKGS qemu-system-x86 busybox-static cpio"
 PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"
 missing=""
 for p in $PKGS; do

@@ -522,9 +522,11 @@ static void print_single(const struct opts *o, enum hb b, const struct kl_layout
 {
 	static const unsigned evs[] = { KL_EV_MEMSET1, KL_EV_MEMSET2, KL_EV_STRIDE, KL_EV_RANDOM };
 
-	printf("host %s (%s, %zu KiB pages, %s), guest %s pages (page-table walk: %s), "
+	printf("host %s (hpregion %s, %s, %s), guest %s pages (page-table walk: %s), "
 	       "%zu MiB RAM, %zu MiB measured\n",
-	       hb_names[b], hpr_backend_name(hpr_backend_of(r)), hpr_page_size(r) >> 10,
+	       hb_names[b], hpr_backend_name(hpr_backend_of(r)),
+	       b == HB_4K ? "MADV_NOHUGEPAGE" : hpr_page_size(r) == (2ul << 20) ? "2 MiB pages"
+									 : "1 GiB pages",
 	       hpr_fd(r) >= 0 ? "shared fd" : "private", l->guest_page == 4096 ? "4 KiB" : "2 MiB",
 	       res->guest_leaf == 4096 ? "4 KiB" : res->guest_leaf ? "2 MiB" : "?",
 	       l->ram >> 20, l->data_len >> 20);
