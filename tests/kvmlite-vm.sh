@@ -21,7 +21,7 @@ skip() { echo "kvmlite-vm: SKIP: $*" >&2; exit 77; }
 [ -x "$KVMLITE" ] || { echo "kvmlite-vm: $KVMLITE not built" >&2; exit 1; }
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing: apt-get install qemu-system-x86"
 BUSYBOX=$(command -v busybox || true)
-[ -n "$BUSYBOX" ] && LC_ALL=C ldd "$BUSYBOX" 2>&1 | grep -q "not a dynamic executable" ||
+[ -n "$BUSYBOX" ] && grep -q "not a dynamic executable" <<<"$(LC_ALL=C ldd "$BUSYBOX" 2>&1)" ||
 	skip "no static busybox: apt-get install busybox-static"
 mkdir -p "$WORK" "$CACHE"
 
