@@ -54,15 +54,22 @@ for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm
 	fi
 done
 cp "$KVMLITE" "$ROOT/bin/kvm-lite"
-# the binary's shared libraries at the paths the loader and rpath expect
-ldd "$KVMLITE" | awk '/=>/ {print $3} /^\t\// {print $1}' | while read -r lib; do
-	[ -f "$lib" ] && cp --parents -L "$lib" "$ROOT/"
+# the binary's shared libraries: the loader at its own path, the rest in
+# /lib/kvm-lite (LD_LIBRARY_PATH; the build tree's rpath may be under /tmp,
+# which the guest mounts over)
+mkdir -p "$ROOT/lib/kvm-lite"
+ldd "$KVMLITE" | awk '/=>/ {print $3}' | while read -r lib; do
+	[ -f "$lib" ] && cp -L "$lib" "$ROOT/lib/kvm-lite/"
+done
+ldd "$KVMLITE" | awk '/^\t\// {print $1}' | while read -r lib; do
+	cp --parents -L "$lib" "$ROOT/"
 done
 cat >"$ROOT/init" <<'EOF'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
+export LD_LIBRARY_PATH=/lib/kvm-lite
 for m in irqbypass ccp kvm kvm-amd; do insmod /mod/$m.ko || echo "KVMLITE-INSMOD-FAILED $m"; done
 echo 96 > /proc/sys/vm/nr_hugepages
 echo "KVMLITE-GUEST $(uname -r) $(grep -c processor /proc/cpuinfo) cpus, hugetlb pool $(cat /proc/sys/vm/nr_hugepages)"
