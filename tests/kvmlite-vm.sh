@@ -130,6 +130,7 @@ done < <(tr -d '\r' <"$LOG" | grep "KVMLITE-CASE ")
 snapwant="identical to before the snapshot"
 [ $nosnap = 1 ] && snapwant="hpr_save is not implemented"
 for want in "checksum 0x[0-9a-f]*: matches the host view" "checksum after reuse" \
+	"another process mapping hpr_fd(): sees the guest.s memory" \
 	"$snapwant" "page-table walk: 4 KiB" "page-table walk: 2 MiB" \
 	"kvm_amd (hardware SVM), nested paging Y"; do
 	grep -q "$want" "$LOG" || { echo "kvmlite-vm: missing in output: $want" >&2; fail=1; }

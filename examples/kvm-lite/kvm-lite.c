@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,7 +92,8 @@ static void usage(FILE *f)
 		"                         a private one in a new mount namespace)\n"
 		"      --matrix           run host {4k,thp,hugetlb,shmem-huge} x guest\n"
 		"                         {4k,2m} and print ratios vs 4k+4k\n"
-		"      --repeat N         matrix rounds, interleaved (default 3)\n"
+		"      --repeat N         matrix rounds, interleaved (default 3); the\n"
+		"                         matrix runs no --fpr/--snapshot rounds\n"
 		"      --fpr              free page reporting rounds (release, reuse)\n"
 		"      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
 		"                         PREFIX.ram (hpr_save) and the vCPU to\n"
@@ -512,14 +514,58 @@ out:
 	return rc;
 }
 
+/*
+ * The point of HPR_F_SHARED for a VMM: another process (a vhost-user
+ * backend, a migration helper) maps the same guest RAM through the fd. A
+ * child maps hpr_fd() on its own and checksums the guest's data area; it
+ * must see exactly what the guest last reported. 1 match, 0 differs,
+ * -errno when it could not check.
+ */
+static int second_process_sees(hpr_region *r, const struct kl_layout *l, uint64_t want)
+{
+	int p[2], st = 0;
+	uint64_t got = 0;
+	pid_t pid;
+
+	if (hpr_fd(r) < 0)
+		return -EBADF;
+	if (pipe(p))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		void *m = mmap(NULL, l->ram, PROT_READ, MAP_SHARED, hpr_fd(r), 0);
+		uint64_t h;
+
+		if (m == MAP_FAILED)
+			_exit(1);
+		h = kl_checksum(m, l->data, l->data_len);
+		_exit(write(p[1], &h, sizeof(h)) == sizeof(h) ? 0 : 1);
+	}
+	close(p[1]);
+	if (read(p[0], &got, sizeof(got)) != sizeof(got))
+		got = ~want;
+	close(p[0]);
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		return -EIO;
+	return got == want;
+}
+
 static double mc(uint64_t c)
 {
 	return (double)c / 1e6;
 }
 
-static void print_single(const struct opts *o, enum hb b, const struct kl_layout *l,
-			 hpr_region *r, const struct result *res)
+/* Print one run; returns 1 if the second-process check failed. */
+static int print_single(const struct opts *o, enum hb b, const struct kl_layout *l,
+			hpr_region *r, const struct result *res)
 {
+	int bad = 0;
+
 	static const unsigned evs[] = { KL_EV_MEMSET1, KL_EV_MEMSET2, KL_EV_STRIDE, KL_EV_RANDOM };
 
 	printf("host %s (hpregion %s, %s, %s), guest %s pages (page-table walk: %s), "
@@ -557,6 +603,18 @@ static void print_single(const struct opts *o, enum hb b, const struct kl_layout
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_FPR],
 		       res->sum_mismatch ? "MISMATCH" : "matches the host view");
 	}
+	if (hpr_fd(r) >= 0) {
+		uint64_t last = o->snapshot ? res->ev[KL_EV_CHECKSUM_RESTORED]
+			      : o->fpr	    ? res->ev[KL_EV_CHECKSUM_FPR]
+					    : res->ev[KL_EV_CHECKSUM];
+		int k = second_process_sees(r, l, last);
+
+		bad = k != 1;
+
+		printf("another process mapping hpr_fd(): %s\n",
+		       k == 1 ? "sees the guest's memory (same checksum)"
+		       : k == 0 ? "SEES OTHER DATA" : strerror(-k));
+	}
 	if (o->snapshot)
 		printf("snapshot: hpr_save %.1f ms, hpr_load %.1f ms, restored into a new VM; "
 		       "checksum after restore %#llx: %s\n",
@@ -565,6 +623,7 @@ static void print_single(const struct opts *o, enum hb b, const struct kl_layout
 		       !res->restored ? "NOT RESTORED"
 		       : res->restored_mismatch ? "DIFFERS from before the snapshot"
 						: "identical to before the snapshot");
+	return bad;
 }
 
 static int check_result(const struct opts *o, const struct result *res)
@@ -603,6 +662,7 @@ static int run_matrix(struct opts *o, int kvm)
 	memset(why, 0, sizeof(why));
 	memset(cov, 0, sizeof(cov));
 	memset(leaf, 0, sizeof(leaf));
+	memset(pf, 0, sizeof(pf));
 	o->fpr = false;
 	o->snapshot = NULL;
 	for (unsigned rep = 0; rep < o->repeat; rep++) {
@@ -640,7 +700,7 @@ static int run_matrix(struct opts *o, int kvm)
 				/* coverage summed over rounds, averaged below */
 				cov[c] += res.st.size ? (double)res.st.huge_mapped / (double)res.st.size
 						      : 0;
-				pf[c] = res.prefault_ms;
+				pf[c] += res.prefault_ms;
 				leaf[c] = res.guest_leaf;
 				done[c]++;
 			}
@@ -658,8 +718,8 @@ static int run_matrix(struct opts *o, int kvm)
 	printf("\nhost backing x guest page, %zu MiB guest RAM, median of %u interleaved "
 	       "rounds,\nMcycles (ratio vs host 4k + guest 4k; < 1 is faster)\n",
 	       o->ram >> 20, o->repeat);
-	printf("%-11s %-6s %-16s %-16s %-16s %-16s %-9s %s\n", "host", "guest", "memset1",
-	       "memset2", "stride 4K", "random", "host huge", "guest leaf");
+	printf("%-11s %-6s %-16s %-16s %-16s %-16s %-9s %-10s %s\n", "host", "guest", "memset1",
+	       "memset2", "stride 4K", "random", "host huge", "guest leaf", "prefault");
 	for (int c = 0; c < NCELL; c++) {
 		printf("%-11s %-6s ", hb_names[rows[c / 2]], c % 2 ? "2m" : "4k");
 		if (!done[c]) {
@@ -676,9 +736,8 @@ static int run_matrix(struct opts *o, int kvm)
 				snprintf(cell, sizeof(cell), "%.2f", mc(med[c][e]));
 			printf("%-16s ", cell);
 		}
-		printf("%7.0f%%   %s\n", 100.0 * cov[c] / done[c],
-		       leaf[c] == 4096 ? "4 KiB" : leaf[c] ? "2 MiB" : "?");
-		(void)pf;
+		printf("%7.0f%%   %-10s %.0f ms\n", 100.0 * cov[c] / done[c],
+		       leaf[c] == 4096 ? "4 KiB" : leaf[c] ? "2 MiB" : "?", pf[c] / done[c]);
 	}
 	return bad;
 }
@@ -846,8 +905,8 @@ int main(int argc, char **argv)
 	} else {
 		rc = run_guest(&o, kvm, o.backend, &l, &r, &res);
 		if (!rc) {
-			print_single(&o, o.backend, &l, r, &res);
-			rc = check_result(&o, &res);
+			rc = print_single(&o, o.backend, &l, r, &res);
+			rc |= check_result(&o, &res);
 		} else {
 			rc = 1;
 		}
