@@ -7,6 +7,9 @@
 # the cases and prints one "KVMLITE-CASE <name> rc=<n>" line each.
 #
 #   tests/kvmlite-vm.sh BUILD_DIR [WORK_DIR]
+#   KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3" tests/kvmlite-vm.sh build
+#       runs that one command instead of the test cases (KVMLITE_VM_MEM,
+#       KVMLITE_VM_HUGEPAGES, KVMLITE_VM_TIMEOUT size the guest)
 # The kernel package is fetched once with apt-get download into
 # ${HPR_VM_CACHE:-WORK_DIR/cache} (not installed). Exit 77 when qemu,
 # busybox-static or the kernel package can't be had (scripts/deps.sh
@@ -71,7 +74,7 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 export LD_LIBRARY_PATH=/lib/kvm-lite
 for m in irqbypass ccp kvm kvm-amd; do insmod /mod/$m.ko || echo "KVMLITE-INSMOD-FAILED $m"; done
-echo 96 > /proc/sys/vm/nr_hugepages
+echo $(cat /hugepages) > /proc/sys/vm/nr_hugepages
 echo "KVMLITE-GUEST $(uname -r) $(grep -c processor /proc/cpuinfo) cpus, hugetlb pool $(cat /proc/sys/vm/nr_hugepages)"
 run() { # name args...
 	n=$1; shift
@@ -79,6 +82,18 @@ run() { # name args...
 	kvm-lite "$@"
 	echo "KVMLITE-CASE $n rc=$?"
 }
+. /cases
+echo KVMLITE-END
+poweroff -f
+EOF
+chmod +x "$ROOT/init"
+echo "${KVMLITE_VM_HUGEPAGES:-96}" >"$ROOT/hugepages"
+if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
+	# one case of your own, e.g. KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3"
+	echo "run custom $KVMLITE_VM_ARGS" >"$ROOT/cases"
+	NCASES=1
+else
+	cat >"$ROOT/cases" <<'EOF'
 R="-m 64M --rand-iters 262144 --stride-reps 2"
 run thp-2m-fpr $R -b thp -g 2m --fpr
 run hugetlb-4k-fpr $R -b hugetlb -g 4k --fpr
@@ -87,16 +102,16 @@ run 4k-4k $R -b 4k -g 4k
 run shmem-2m-snapshot $R -b shmem -g 2m --fpr --snapshot /tmp/snap
 run hugetlb-2m-snapshot $R -b hugetlb -g 2m --snapshot /tmp/snap2
 run matrix $R --matrix --repeat 1
-echo KVMLITE-END
-poweroff -f
 EOF
-chmod +x "$ROOT/init"
+	NCASES=7
+fi
 (cd "$ROOT" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$WORK/initrd.gz"
 
 # 3. boot
 LOG=$WORK/console.log
 echo "kvmlite-vm: booting $(basename "$VMLINUZ") under qemu TCG with -cpu max,+svm"
-timeout 900 qemu-system-x86_64 -accel tcg,thread=multi -cpu max,+svm -m 1536M -smp 2 \
+timeout "${KVMLITE_VM_TIMEOUT:-900}" qemu-system-x86_64 -accel tcg,thread=multi -cpu max,+svm \
+	-m "${KVMLITE_VM_MEM:-1536M}" -smp 2 \
 	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
 	-append "console=ttyS0 quiet panic=-1" -display none -no-reboot -nodefaults -monitor none \
 	-serial stdio </dev/null >"$LOG" 2>&1 || true
@@ -110,7 +125,11 @@ if grep -q KVMLITE-INSMOD-FAILED "$LOG"; then
 	fail=1
 fi
 ncase=$(grep -c "KVMLITE-CASE " "$LOG" || true)
-[ "$ncase" = 7 ] || { echo "kvmlite-vm: $ncase of 7 cases reported" >&2; fail=1; }
+[ "$ncase" = $NCASES ] || { echo "kvmlite-vm: $ncase of $NCASES cases reported" >&2; fail=1; }
+if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
+	[ $fail = 0 ] && grep -q "KVMLITE-CASE custom rc=0" "$LOG" || fail=1
+	exit $fail
+fi
 # Until the snapshot branch is merged, hpr_save() is a stub returning
 # -ENOSYS ("not implemented in this build yet"): say so loudly, don't fail.
 nosnap=0

@@ -123,8 +123,13 @@ static size_t host_page(enum hb b)
 		return 4096;
 	if (hpr_probe(&pi))
 		return 2ul << 20;
-	if (b == HB_HUGETLB && pi.nr_hugetlb_sizes)
+	/* hugetlb: the library's default size, the PMD size when offered */
+	if (b == HB_HUGETLB && pi.nr_hugetlb_sizes) {
+		for (unsigned i = 0; i < pi.nr_hugetlb_sizes && i < 4; i++)
+			if (pi.hugetlb[i].page_size == pi.thp_pmd_size)
+				return pi.thp_pmd_size;
 		return pi.hugetlb[0].page_size;
+	}
 	return pi.thp_pmd_size ? pi.thp_pmd_size : (2ul << 20);
 }
 
