@@ -2,7 +2,7 @@
 # Install the Debian packages hpregion needs to build, test and run its
 # examples. Idempotent: does nothing when they are all there.
 set -e
-PKGS="build-essential cmake pkg-config libnuma-dev liburing-dev check numactl clang"
+PKGS="build-essential g++ binutils cmake pkg-config libnuma-dev liburing-dev check numactl clang gnuplot-nox fio python3"
 PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"
 missing=""
 # kvm-lite runs on real KVM inside a qemu TCG guest (tests/kvmlite-vm.sh)

@@ -30,7 +30,13 @@ build() { # dir [cmake args...]
 
 echo "== build (warnings are errors) and test"
 build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
-run_ctest build-test
+run_ctest build-test -LE install
+# label "install" (consumer build against the installed tree, ABI check):
+# only here, the sanitizer builds' artefacts are not what we ship
+run_ctest build-test -L install
+
+echo "== benchmarks, quick mode (they run; their timings are not judged)"
+bench/run --quick --build build-test --out build-test/bench-report
 
 if [ $QUICK = 0 ]; then
 	echo "== ASan + UBSan"

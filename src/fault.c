@@ -77,11 +77,10 @@ static uint64_t mix64(uint64_t x)
 struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx)
 {
 	pthread_once(&slots_once, slots_init);
-	if (atomic_load_explicit(&global_lock, memory_order_relaxed))
-		return &slots[0];
 	return &slots[mix64(r->obj_key ^ mix64(idx)) & slot_mask];
 }
 
+/* Bench only; flip it while no fault is in flight. */
 void hpr__fault_set_global_lock(bool on)
 {
 	atomic_store(&global_lock, on);
@@ -226,10 +225,12 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 	int rc = 0;
 
 	atomic_fetch_add_explicit(&r->populate_calls, 1, memory_order_relaxed);
-	if (r->use_fallocate) {
+	/* use_fallocate is a hint that any worker may turn off: relaxed
+	 * atomic accesses, so the race is defined (and TSan-clean) */
+	if (__atomic_load_n(&r->use_fallocate, __ATOMIC_RELAXED)) {
 		rc = hpr__os->fallocate(r->fd, 0, (off_t)off, (off_t)r->page_size);
 		if (rc == -EOPNOTSUPP)
-			r->use_fallocate = false; /* benign race: a hint */
+			__atomic_store_n(&r->use_fallocate, false, __ATOMIC_RELAXED);
 		else if (rc)
 			return populate_error(r, rc, off);
 	}
@@ -247,15 +248,27 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 
 	if (r->backend == HPR_BACKEND_HUGETLB)
 		return 0;
+	if (r->degraded) {
+		/* HPR_F_FALLBACK chose base pages because huge ones are
+		 * disabled: never override that with MADV_COLLAPSE */
+		atomic_fetch_add(&r->small_pages, 1);
+		return 0;
+	}
 	if (r->collapse_after) {
 		rc = collapse_one(r, a);
 	} else {
 		int h = hpr__range_is_huge(r, a, r->page_size);
 
+		/* the common case: the fault gave a PMD mapping; one
+		 * PAGEMAP_SCAN and done */
+		if (h != 0)
+			return 0;
 		rc = 0;
-		if (h == 0 && (r->fault_huge || c->info.have_collapse))
+		if (r->fault_huge || c->info.have_collapse)
 			rc = collapse_one(r, a);
 	}
+	/* -EOPNOTSUPP from the check (no PAGEMAP_SCAN, < 6.7) passes: stats
+	 * report small_mapped from smaps instead */
 	if (rc || hpr__range_is_huge(r, a, r->page_size) == 0) {
 		char ps[32];
 
@@ -274,6 +287,33 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 	return 0;
 }
 
+/*
+ * Bench only: the scheme the kernel had before 3.15 (one
+ * hugetlb_instantiation_mutex held across the whole fault). Every fault of
+ * every region takes one mutex and populates under it.
+ */
+static int fault_page_global(hpr_region *r, size_t idx)
+{
+	static pthread_mutex_t big = PTHREAD_MUTEX_INITIALIZER;
+	uint8_t st;
+	int rc = 0;
+
+	pthread_mutex_lock(&big);
+	st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
+	if (st == HPR_PS_ABSENT) {
+		rc = hpr__populate_page(r, idx);
+		if (!rc) {
+			atomic_store_explicit(&r->state[idx], HPR_PS_PRESENT,
+					      memory_order_release);
+			atomic_fetch_add(&r->present_pages, 1);
+		}
+	} else if (st != HPR_PS_PRESENT) {
+		rc = hpr__fail(-EBUSY, "global-lock mode handles absent pages only");
+	}
+	pthread_mutex_unlock(&big);
+	return rc;
+}
+
 int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
 {
 	struct hpr__slot *s;
@@ -284,6 +324,8 @@ int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
 	st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
 	if (st == HPR_PS_PRESENT)
 		return 0;
+	if (atomic_load_explicit(&global_lock, memory_order_relaxed))
+		return fault_page_global(r, idx);
 	s = hpr__slot_for(r, idx);
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
@@ -308,7 +350,9 @@ int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
 	atomic_store_explicit(&r->state[idx], HPR_PS_FAULTING, memory_order_relaxed);
 	pthread_mutex_unlock(&s->mu);
 
-	if (st == HPR_PS_LAZY && (r->flags & HPR_F_GUARD)) {
+	/* guard mode: released pages are PROT_NONE, and stay so after a
+	 * reclaim made them ABSENT again */
+	if (st != HPR_PS_PRESENT && (r->flags & HPR_F_GUARD)) {
 		rc = hpr__os->mprotect(r->base + hpr__page_off(r, idx), r->page_size,
 				       PROT_READ | PROT_WRITE);
 		if (rc)

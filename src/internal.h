@@ -99,6 +99,7 @@ struct hpr__pool {
 	bool started, stopping;
 	uint64_t gen;		/* bumps per job */
 	struct hpr__job *job;	/* current job or NULL */
+	unsigned job_workers;	/* workers with id < this take part in job */
 	struct hpr__job async;	/* storage for the background job */
 	bool async_active;	/* async job submitted and not yet waited */
 	int async_result;

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,7 @@ static void *worker_main(void *argp)
 	hpr_region *r = wa->r;
 	struct hpr__pool *p = &r->pool;
 	uint64_t seen = 0;
+	unsigned wa_id = wa->id;
 
 	free(wa);
 	pthread_mutex_lock(&p->mu);
@@ -113,6 +115,8 @@ static void *worker_main(void *argp)
 		seen = p->gen;
 		j = p->job;
 		is_async = j == &p->async;
+		if (wa_id >= p->job_workers)
+			continue; /* not needed for this job (the caller runs it too) */
 		pthread_mutex_unlock(&p->mu);
 		run_job(r, j);
 		job_leave(p, j, is_async);
@@ -138,6 +142,7 @@ static int pool_start(hpr_region *r)
 {
 	struct hpr__pool *p = &r->pool;
 	pthread_attr_t attr;
+	sigset_t block, old;
 	cpu_set_t set;
 	int rc = 0;
 
@@ -148,8 +153,21 @@ static int pool_start(hpr_region *r)
 		return hpr__fail(-ENOMEM, "cannot allocate %u worker handles", r->nworkers);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	if (!hpr__numa_cpus(&r->numa, &set) && r->numa.active)
+	/* pin to the nodes' CPUs (or the process's CPUs): not the affinity
+	 * of whichever thread happened to start the pool, which may be a
+	 * vCPU thread pinned to one CPU */
+	if (!hpr__numa_cpus(&r->numa, &set))
 		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	/* the application's signals go to the application's threads; the
+	 * synchronous fault signals stay open (blocking them turns a fault
+	 * into a kill, and the touch fallback catches SIGBUS) */
+	sigfillset(&block);
+	sigdelset(&block, SIGBUS);
+	sigdelset(&block, SIGSEGV);
+	sigdelset(&block, SIGFPE);
+	sigdelset(&block, SIGILL);
+	sigdelset(&block, SIGTRAP);
+	pthread_sigmask(SIG_SETMASK, &block, &old);
 	for (unsigned i = 0; i < r->nworkers; i++) {
 		struct worker_arg *wa = malloc(sizeof(*wa));
 
@@ -166,6 +184,7 @@ static int pool_start(hpr_region *r)
 		}
 		p->nthreads++;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	p->started = true;
 	if (rc && !p->nthreads)
@@ -216,8 +235,13 @@ int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t las
 	if (r->nworkers > 1 && last - first > 1) {
 		pthread_mutex_lock(&p->mu);
 		if (!p->job && !pool_start(r) && p->nthreads) {
-			/* workers + the caller */
-			atomic_store(&j.running, p->nthreads + 1);
+			/* the caller and nworkers - 1 workers: nworkers
+			 * threads in all, not one more than asked */
+			unsigned nw = p->nthreads < r->nworkers - 1 ? p->nthreads
+								    : r->nworkers - 1;
+
+			atomic_store(&j.running, nw + 1);
+			p->job_workers = nw;
 			p->job = &j;
 			p->gen++;
 			pthread_cond_broadcast(&p->cv);
@@ -299,6 +323,7 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 	}
 	job_init(&p->async, r, hpr__fault_page, NULL, first, last);
 	atomic_store(&p->async.running, p->nthreads);
+	p->job_workers = p->nthreads;
 	p->async_active = true;
 	p->job = &p->async;
 	p->gen++;
