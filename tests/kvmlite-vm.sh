@@ -102,8 +102,9 @@ run 4k-4k $R -b 4k -g 4k
 run shmem-2m-snapshot $R -b shmem -g 2m --fpr --snapshot /tmp/snap
 run hugetlb-2m-snapshot $R -b hugetlb -g 2m --snapshot /tmp/snap2
 run matrix $R --matrix --repeat 1
+run guest-fault $R -b thp -g 4k --test-guest-fault
 EOF
-	NCASES=7
+	NCASES=8
 fi
 (cd "$ROOT" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$WORK/initrd.gz"
 
@@ -132,6 +133,8 @@ if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 fi
 while read -r line; do
 	case "$line" in
+	*guest-fault\ rc=1) ;; # must fail: the guest's #UD reaches the VMM
+	*guest-fault*) echo "kvmlite-vm: FAILED: $line (want rc=1)" >&2; fail=1 ;;
 	*rc=0*) ;;
 	*) echo "kvmlite-vm: FAILED: $line" >&2; fail=1 ;;
 	esac
@@ -139,7 +142,7 @@ done < <(tr -d '\r' <"$LOG" | grep "KVMLITE-CASE ")
 for want in "checksum 0x[0-9a-f]*: matches the host view" "checksum after reuse" \
 	"another process mapping hpr_fd(): sees the guest.s memory" \
 	"identical to before the snapshot" "page-table walk: 4 KiB" "page-table walk: 2 MiB" \
-	"kvm_amd (hardware SVM), nested paging Y"; do
+	"kvm_amd (hardware SVM), nested paging Y" "guest exception 6 (#UD) at CPL 3"; do
 	grep -q "$want" "$LOG" || { echo "kvmlite-vm: missing in output: $want" >&2; fail=1; }
 done
 rows=$(tr -d '\r' <"$LOG" | grep -cE '^(4k|thp|hugetlb|shmem-huge) +(4k|2m) +[0-9]' || true)

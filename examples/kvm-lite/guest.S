@@ -225,6 +225,10 @@ fpr_round:
 
 user_main:
 	mov $KL_PARAMS, %r15
+	testq $KL_P_UD2, KLP_FLAGS(%r15)
+	jz 1f
+	ud2
+1:
 	mov KLP_DATA(%r15), %r12
 	mov KLP_DATA_LEN(%r15), %r13
 

@@ -52,7 +52,7 @@ struct opts {
 	size_t guest_page;
 	const char *shmem_dir;
 	const char *snapshot;
-	bool matrix, fpr, verbose;
+	bool matrix, fpr, verbose, ud2;
 	unsigned repeat, workers;
 	uint64_t rand_iters, stride_reps;
 };
@@ -102,6 +102,8 @@ static void usage(FILE *f)
 		"      --stride-reps N    passes of the 4 KiB stride (default 4)\n"
 		"      --workers N        prefault threads (default: one per CPU)\n"
 		"  -v, --verbose          print every guest report\n"
+		"      --test-guest-fault the guest executes ud2 at CPL 3 (tests its\n"
+		"                         IDT/TSS; the run fails with exception 6)\n"
 		"exit: 0 ok, 1 run failed, 2 bad input, 77 no usable /dev/kvm\n");
 }
 
@@ -365,7 +367,7 @@ static int run_guest(const struct opts *o, int kvm, enum hb b, const struct kl_l
 		     hpr_region **rp, struct result *res)
 {
 	unsigned flags = (l->guest_page == 4096 ? 0 : KL_P_GUEST_2M) | (o->fpr ? KL_P_FPR : 0) |
-			 (o->snapshot ? KL_P_CHECKPOINT : 0);
+			 (o->snapshot ? KL_P_CHECKPOINT : 0) | (o->ud2 ? KL_P_UD2 : 0);
 	struct kl_vm v;
 	uint64_t before_snap = 0;
 	double t;
@@ -488,9 +490,17 @@ static int run_guest(const struct opts *o, int kvm, enum hb b, const struct kl_l
 				goto out;
 			break;
 		case KL_PORT_FAULT:
+			/* stack at the stub: error code (vectors 8, 10-14, 17)
+			 * or RIP first */
 			fprintf(stderr,
-				"kvm-lite: guest exception %llu (stack: %#llx %#llx %#llx)\n",
-				g.rax & 0xff, g.rbx, g.rcx, g.rdx);
+				"kvm-lite: guest exception %llu%s at CPL %llu (stack: %#llx "
+				"%#llx %#llx)\n",
+				g.rax & 0xff, (g.rax & 0xff) == 6 ? " (#UD)"
+					      : (g.rax & 0xff) == 13 ? " (#GP)"
+					      : (g.rax & 0xff) == 14 ? " (#PF)" : "",
+				((g.rax & 0xff) == 8 || ((g.rax & 0xff) >= 10 &&
+				 (g.rax & 0xff) <= 14) || (g.rax & 0xff) == 17 ? g.rdx : g.rcx) & 3,
+				g.rbx, g.rcx, g.rdx);
 			dump_regs(&v);
 			rc = -EFAULT;
 			goto out;
@@ -762,6 +772,7 @@ int main(int argc, char **argv)
 		{ "stride-reps", required_argument, NULL, 'T' },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "test-guest-fault", no_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -822,6 +833,9 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			o.verbose = true;
+			break;
+		case 'U':
+			o.ud2 = true;
 			break;
 		case 'r':
 		case 'R':

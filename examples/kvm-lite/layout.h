@@ -61,6 +61,7 @@
 #define KL_P_GUEST_2M 0x1	/* 2 MiB leaves in the guest page tables */
 #define KL_P_FPR 0x2		/* run the free page reporting rounds */
 #define KL_P_CHECKPOINT 0x4	/* stop at KL_PORT_CHECKPOINT once */
+#define KL_P_UD2 0x8		/* test: #UD at CPL 3 (IDT, TSS.rsp0 path) */
 
 /* kl_params field offsets, for guest.S */
 #define KLP_RAM 0
