@@ -46,9 +46,11 @@
 #include <unistd.h>
 
 #define SNAP_QD 8		 /* chunk I/Os in flight per ring */
-#define SNAP_CHUNK (2UL << 20)	 /* bytes per I/O */
+#define SNAP_CHUNK hpr__snap_chunk /* bytes per I/O */
 #define SNAP_MAX_REG 16384u	 /* IORING_MAX_REG_BUFFERS */
 #define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
+
+size_t hpr__snap_chunk = 2UL << 20;
 
 /* ---- XXH64 (Yann Collet's xxHash, 64-bit variant) ---- */
 #define P1 0x9E3779B185EBCA87ULL
@@ -588,6 +590,14 @@ static int discard_page(hpr_region *r, size_t idx)
 	return rc;
 }
 
+/* Empty the file after a failed save; nothing more to report if that
+ * fails too. */
+static void truncate_quiet(int fd)
+{
+	if (ftruncate(fd, 0))
+		return;
+}
+
 static int pread_all(int fd, void *buf, size_t len, off_t off, size_t *got)
 {
 	size_t done = 0;
@@ -747,7 +757,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	/* empty first: an interrupted save leaves no header (it goes last) */
 	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)file_size)) {
 		rc = -errno;
-		ftruncate(fd, 0);
+		truncate_quiet(fd);
 		return hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
 				 (unsigned long long)file_size, strerror(-rc));
 	}
@@ -811,7 +821,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	op_free(&op);
 	return 0;
 fail:
-	ftruncate(fd, 0); /* no half snapshot left looking valid; frees space */
+	truncate_quiet(fd); /* no half snapshot left looking valid; frees space */
 out:
 	free(disk);
 	op_free(&op);

@@ -48,6 +48,10 @@ struct hpr__snap_ent {
 	uint32_t reserved;
 };
 
+/* Bytes per I/O (2 MiB). Tests shrink it to run many chunks per page
+ * without 1 GiB pages; a multiple of 4096 (O_DIRECT). */
+extern size_t hpr__snap_chunk;
+
 /* XXH64 (the xxHash 64-bit algorithm), implemented in snapshot.c. */
 uint64_t hpr__xxh64(const void *p, size_t len, uint64_t seed);
 

@@ -31,10 +31,18 @@ struct worker_arg {
 	unsigned id;
 };
 
-static size_t batch_for(const hpr_region *r)
+/*
+ * Pages per cursor grab: up to 16 MiB (a populate call and a page walk per
+ * batch instead of per huge page), but at least 8 grabs per worker so the
+ * last batches still balance.
+ */
+static size_t batch_for(const hpr_region *r, size_t npages)
 {
-	size_t b = (4UL << 20) >> r->page_shift;
+	size_t b = (16UL << 20) >> r->page_shift;
+	size_t fair = npages / ((size_t)(r->nworkers ? r->nworkers : 1) * 8);
 
+	if (b > fair)
+		b = fair;
 	return b ? b : 1;
 }
 
@@ -68,6 +76,16 @@ static void run_job(hpr_region *r, struct hpr__job *j)
 		if (b >= j->last)
 			break;
 		e = b + j->batch < j->last ? b + j->batch : j->last;
+		if (j->fn == hpr__fault_page) {
+			/* fault-in: runs of pages, one populate per run */
+			size_t done = 0, err_idx = 0;
+			int rc = hpr__fault_batch(r, b, e, &j->cancel, &done, &err_idx);
+
+			atomic_fetch_add_explicit(&j->done, done, memory_order_relaxed);
+			if (rc)
+				job_record_err(j, rc, err_idx);
+			continue;
+		}
 		for (size_t i = b; i < e; i++) {
 			int rc;
 
@@ -220,7 +238,7 @@ static void job_init(struct hpr__job *j, hpr_region *r, hpr__page_fn fn,
 	j->arg = arg;
 	j->first = first;
 	j->last = last;
-	j->batch = batch_for(r);
+	j->batch = batch_for(r, last - first);
 	atomic_store(&j->cursor, first);
 	atomic_store(&j->err_idx, (size_t)-1);
 }
