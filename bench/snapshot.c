@@ -19,10 +19,13 @@
  * Disk runs use O_DIRECT for every variant (hpr_* by default, the loop by
  * opening O_DIRECT, fio direct=1), so the page cache plays no part and no
  * drop_caches is needed; tmpfs has no device, its "I/O" is the page cache.
+ * Fresh load targets are created right after touching and freeing as much
+ * memory, so the host backs it (see warm()).
  * GB/s = bytes moved / wall time; fio's figure is its own bw_bytes (which
  * excludes its start-up). Medians of --reps; memory warmed first.
  *
  *   snapshot [--quick] [--size MiB] [--reps N] [--json FILE]
+ * Holds /tmp/hpr-system.lock (the suites change THP modes under it).
  */
 #define _GNU_SOURCE
 #include <hpregion/hpregion.h>
@@ -33,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -71,6 +75,21 @@ static void die(const char *what, int rc)
 	exit(1);
 }
 
+/* Touch and free size bytes so the next fresh region gets memory the
+ * host backs (this VM's host takes back free memory; first touch of it
+ * is a host fault): the load variants then compare I/O + population, not
+ * the host's page faults. */
+static void warm(void)
+{
+	char *w = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (w == MAP_FAILED)
+		return;
+	madvise(w, size, MADV_HUGEPAGE);
+	memset(w, 1, size);
+	munmap(w, size);
+}
+
 static hpr_region *mk(void)
 {
 	struct hpr_config c;
@@ -103,7 +122,7 @@ static void populate(hpr_region *r, bool fill)
 	}
 }
 
-static double run_hpr(int fs, int op, unsigned flags, bool warm)
+static double run_hpr(int fs, int op, unsigned flags, bool resident)
 {
 	hpr_region *r = NULL;
 	double t0, t;
@@ -119,8 +138,9 @@ static double run_hpr(int fs, int op, unsigned flags, bool warm)
 		exit(1);
 	}
 	if (op == OP_LOAD) {
+		warm();
 		r = mk();
-		if (warm)
+		if (resident)
 			populate(r, false);
 	}
 	t0 = now();
@@ -145,10 +165,16 @@ static double run_hpr(int fs, int op, unsigned flags, bool warm)
 static double run_loop(int fs, int op)
 {
 	int fl = O_RDWR | O_CREAT | O_CLOEXEC | (fs == FS_DISK ? O_DIRECT : 0);
-	hpr_region *r = op == OP_LOAD ? mk() : src;
-	char *base = hpr_base(r);
+	hpr_region *r = src;
+	char *base;
 	double t0, t;
 	int fd;
+
+	if (op == OP_LOAD) {
+		warm();
+		r = mk();
+	}
+	base = hpr_base(r);
 
 	if (op == OP_SAVE)
 		unlink(path_loop[fs]);
@@ -185,8 +211,20 @@ static double run_fio(int fs, int op)
 	FILE *p;
 	char *s;
 
-	if (op == OP_SAVE)
+	if (op == OP_SAVE) {
+		/* a fresh sparse file of the final size, like hpr_save and the
+		 * loop make: writes then fill holes and never extend i_size
+		 * (ext4 runs extending O_DIRECT writes synchronously) */
+		int fd;
+
 		unlink(path_fio[fs]);
+		fd = open(path_fio[fs], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 || ftruncate(fd, (off_t)data_bytes())) {
+			perror(path_fio[fs]);
+			exit(1);
+		}
+		close(fd);
+	}
 	snprintf(cmd, sizeof(cmd),
 		 "fio --name=hpr --filename=%s --rw=%s --bs=2M --size=%zu --ioengine=io_uring "
 		 "--iodepth=8 --direct=%d --fallocate=none --output-format=json 2>/dev/null",
@@ -281,6 +319,14 @@ int main(int argc, char **argv)
 			 getpid());
 		snprintf(path_fio[fs], sizeof(path_fio[fs]), "%s/hpr-bench-fio.%d", fsdir[fs],
 			 getpid());
+	}
+	/* the test suites change THP modes and hugetlb pools under this lock:
+	 * hold it so THP stays what it is for the whole run */
+	{
+		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+		if (lk >= 0)
+			flock(lk, LOCK_EX); /* held until exit */
 	}
 	atexit(cleanup);
 	src = mk();

@@ -204,7 +204,7 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 			 r->name, at, strerror(-rc));
 }
 
-static int collapse_one(hpr_region *r, char *a)
+static int collapse_one(hpr_region *r, char *a, bool count)
 {
 	int rc = -EAGAIN;
 
@@ -212,7 +212,7 @@ static int collapse_one(hpr_region *r, char *a)
 	 * pinned; a few retries settle it (mm/khugepaged.c). */
 	for (int t = 0; t < 4 && rc == -EAGAIN; t++)
 		rc = hpr__os->madvise(a, r->page_size, MADV_COLLAPSE);
-	if (!rc)
+	if (!rc && count)
 		atomic_fetch_add(&r->collapsed_pages, 1);
 	return rc;
 }
@@ -272,19 +272,29 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 		return 0;
 	}
 	if (r->collapse_after) {
-		rc = collapse_one(r, a);
+		rc = collapse_one(r, a, true);
 	} else {
 		int h = known_huge < 0 ? hpr__range_is_huge(r, a, r->page_size) : 0;
 
 		/* the common case: the fault gave a PMD mapping */
-		if (h != 0)
+		if (h > 0)
 			return 0;
 		rc = 0;
-		if (r->fault_huge || c->info.have_collapse)
-			rc = collapse_one(r, a);
+		if (h < 0 && c->info.have_collapse)
+			/* No PAGEMAP_SCAN (Linux 6.1-6.6) to see whether the
+			 * fault gave a PMD mapping. MADV_COLLAPSE answers
+			 * instead: 0 means PMD-mapped afterwards, and on a page
+			 * that already is it only checks (SCAN_PMD_MAPPED).
+			 * Without it a THP refused by the kernel passed as
+			 * huge and HPR_F_FALLBACK was never asked (measured
+			 * on 6.1 under PR_SET_THP_DISABLE). Not counted as a
+			 * collapse: most pages were huge already. */
+			rc = collapse_one(r, a, false);
+		else if (h == 0 && (r->fault_huge || c->info.have_collapse))
+			rc = collapse_one(r, a, true);
 	}
-	/* -EOPNOTSUPP from the check (no PAGEMAP_SCAN, < 6.7) passes: stats
-	 * report small_mapped from smaps instead */
+	/* -EOPNOTSUPP from the check with neither PAGEMAP_SCAN nor
+	 * MADV_COLLAPSE (< 6.1) passes: stats report small_mapped from smaps */
 	if (rc || hpr__range_is_huge(r, a, r->page_size) == 0) {
 		char ps[32];
 

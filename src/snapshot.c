@@ -24,7 +24,7 @@
  *
  * Load validates the header, the table and the file's extents
  * (SEEK_HOLE) before it touches the region, then per page: fault in
- * (hpr__fault_page, so the table knows), read, verify the page's xxh64. If
+ * (hpr__fault_page, so the table knows), read, verify the page's checksum. If
  * anything fails, pages that were absent before are discarded again, so a
  * failed load into a fresh region changes nothing; pages that had contents
  * and were overwritten are reported in *changed.
@@ -46,91 +46,11 @@
 #include <unistd.h>
 
 #define SNAP_QD 8		 /* chunk I/Os in flight per ring */
-#define SNAP_CHUNK (2UL << 20)	 /* bytes per I/O */
+#define SNAP_CHUNK hpr__snap_chunk /* bytes per I/O */
 #define SNAP_MAX_REG 16384u	 /* IORING_MAX_REG_BUFFERS */
 #define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
 
-/* ---- XXH64 (Yann Collet's xxHash, 64-bit variant) ---- */
-#define P1 0x9E3779B185EBCA87ULL
-#define P2 0xC2B2AE3D27D4EB4FULL
-#define P3 0x165667B19E3779F9ULL
-#define P4 0x85EBCA77C2B2AE63ULL
-#define P5 0x27D4EB2F165667C5ULL
-
-static inline uint64_t rotl64(uint64_t x, int r)
-{
-	return (x << r) | (x >> (64 - r));
-}
-
-static inline uint64_t rd64(const unsigned char *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
-static inline uint32_t rd32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static inline uint64_t xround(uint64_t acc, uint64_t in)
-{
-	acc += in * P2;
-	acc = rotl64(acc, 31);
-	return acc * P1;
-}
-
-static inline uint64_t xmerge(uint64_t h, uint64_t v)
-{
-	h ^= xround(0, v);
-	return h * P1 + P4;
-}
-
-uint64_t hpr__xxh64(const void *data, size_t len, uint64_t seed)
-{
-	const unsigned char *p = data, *end = p + len;
-	uint64_t h;
-
-	if (len >= 32) {
-		uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-		const unsigned char *lim = end - 32;
-
-		do {
-			v1 = xround(v1, rd64(p));
-			v2 = xround(v2, rd64(p + 8));
-			v3 = xround(v3, rd64(p + 16));
-			v4 = xround(v4, rd64(p + 24));
-			p += 32;
-		} while (p <= lim);
-		h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
-		h = xmerge(h, v1);
-		h = xmerge(h, v2);
-		h = xmerge(h, v3);
-		h = xmerge(h, v4);
-	} else {
-		h = seed + P5;
-	}
-	h += len;
-	for (; p + 8 <= end; p += 8)
-		h = rotl64(h ^ xround(0, rd64(p)), 27) * P1 + P4;
-	if (p + 4 <= end) {
-		h = rotl64(h ^ ((uint64_t)rd32(p) * P1), 23) * P2 + P3;
-		p += 4;
-	}
-	for (; p < end; p++)
-		h = rotl64(h ^ (*p * P5), 11) * P1;
-	h ^= h >> 33;
-	h *= P2;
-	h ^= h >> 29;
-	h *= P3;
-	h ^= h >> 32;
-	return h;
-}
+size_t hpr__snap_chunk = 2UL << 20;
 
 static bool is_zero(const void *p, size_t len)
 {
@@ -270,7 +190,7 @@ static uint64_t file_off(const struct snap_op *op, size_t idx, size_t off)
 static int verify_page(struct snap_op *op, size_t idx)
 {
 	hpr_region *r = op->r;
-	uint64_t sum = hpr__xxh64(r->base + hpr__page_off(r, idx), r->page_size, idx);
+	uint64_t sum = hpr__page_sum(r->base + hpr__page_off(r, idx), r->page_size, idx);
 
 	if (sum != op->tab[idx].sum)
 		return op_fail(op, -EBADMSG,
@@ -525,7 +445,7 @@ static int save_page(hpr_region *r, size_t idx, void *arg)
 		e->flags = HPR__SNAP_PG_ZERO;
 		return 0;
 	}
-	e->sum = hpr__xxh64(p, r->page_size, idx);
+	e->sum = hpr__page_sum(p, r->page_size, idx);
 	e->flags = HPR__SNAP_PG_DATA;
 	return page_io(op, idx);
 }
@@ -586,6 +506,14 @@ static int discard_page(hpr_region *r, size_t idx)
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
+}
+
+/* Empty the file after a failed save; nothing more to report if that
+ * fails too. */
+static void truncate_quiet(int fd)
+{
+	if (ftruncate(fd, 0))
+		return;
 }
 
 static int pread_all(int fd, void *buf, size_t len, off_t off, size_t *got)
@@ -747,7 +675,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	/* empty first: an interrupted save leaves no header (it goes last) */
 	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)file_size)) {
 		rc = -errno;
-		ftruncate(fd, 0);
+		truncate_quiet(fd);
 		return hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
 				 (unsigned long long)file_size, strerror(-rc));
 	}
@@ -811,7 +739,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	op_free(&op);
 	return 0;
 fail:
-	ftruncate(fd, 0); /* no half snapshot left looking valid; frees space */
+	truncate_quiet(fd); /* no half snapshot left looking valid; frees space */
 out:
 	free(disk);
 	op_free(&op);

@@ -667,6 +667,28 @@ START_TEST(fork_shmem)
 }
 END_TEST
 
+/* HPR_F_PSI_RECLAIM: the reclaimer thread registers its trigger, runs
+ * alongside releases and reuse, and stops with the region. (Producing real
+ * memory stalls on demand is not reliable on a machine without swap, so
+ * the trigger firing is not tested here; the reclaim it runs is.) */
+START_TEST(psi_reclaimer_lifecycle)
+{
+	size_t size = 8 * MiB;
+	hpr_region *r = mk(W_SHMEM_TMPFS, size, HPR_F_PSI_RECLAIM, 0);
+	void *base = hpr_base(r);
+	unsigned char v;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(hpr_base(r), 0, size, 1);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	check_intact(hpr_base(r), 0, size, 1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	ck_assert_int_eq(mincore(base, 4096, &v), -1);
+	ck_assert_int_eq(errno, ENOMEM);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
 	hpr_region *r = mk(W_THP, 4 * MiB, 0, 0);
@@ -712,6 +734,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, locked_refuses);
 	tcase_add_test(tc, fork_thp_child_isolated);
 	tcase_add_test(tc, fork_shmem);
+	tcase_add_test(tc, psi_reclaimer_lifecycle);
 	tcase_add_test(tc, bad_input);
 	suite_add_tcase(s, tc);
 	return s;
