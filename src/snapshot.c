@@ -1,18 +1,967 @@
 /* SPDX-License-Identifier: MIT */
-/* Snapshot save/load: being written (issue 5); not yet available. */
+/*
+ * Snapshot save and load: a region's contents to a sparse file and back
+ * (format in snapshot.h and docs/snapshot.md).
+ *
+ * Both directions are a page function run on the region's workers
+ * (hpr__run), so checksumming, zero detection and population are spread
+ * over the CPUs. Each thread that takes part owns one io_uring with up to
+ * SNAP_QD chunk I/Os in flight across page boundaries; the caller drains
+ * every ring after the job. A page's buffer is registered (pinned) with the
+ * ring the first time that ring does I/O on it -- a sparse buffer table
+ * updated per page rather than one io_uring_register_buffers() over the
+ * whole mapping, because pinning the whole mapping would fault in every
+ * page, and a loaded region must have exactly the saved pages resident.
+ * Huge pages make each registration one folio. If registration fails
+ * (RLIMIT_MEMLOCK for non-root, old kernel) the I/O is unregistered.
+ *
+ * The data goes through an O_DIRECT descriptor reopened from
+ * /proc/self/fd/N when the file system accepts it (ext4, xfs; tmpfs since
+ * 6.6 accepts the flag and still copies through its page cache), else
+ * through the caller's descriptor. Where io_uring_queue_init() fails
+ * (kernel.io_uring_disabled, seccomp, ENOSYS) the same page functions use
+ * pread/pwrite; hpr_stats().snapshot_io says which ran.
+ *
+ * Load validates the header, the table and the file's extents
+ * (SEEK_HOLE) before it touches the region, then per page: fault in
+ * (hpr__fault_page, so the table knows), read, verify the page's checksum. If
+ * anything fails, pages that were absent before are discarded again, so a
+ * failed load into a fresh region changes nothing; pages that had contents
+ * and were overwritten are reported in *changed.
+ */
+#define _GNU_SOURCE
 #include "internal.h"
+#include "snapshot.h"
+
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SNAP_QD 8		 /* chunk I/Os in flight per ring */
+#define SNAP_CHUNK hpr__snap_chunk /* bytes per I/O */
+#define SNAP_MAX_REG 16384u	 /* IORING_MAX_REG_BUFFERS */
+#define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
+
+size_t hpr__snap_chunk = 2UL << 20;
+
+static bool is_zero(const void *p, size_t len)
+{
+	const uint64_t *w = p;
+
+	/* 512-byte blocks: the compiler vectorizes the OR, and a page with
+	 * data usually fails in the first block */
+	for (size_t i = 0; i < len / 8; i += 64) {
+		uint64_t acc = 0;
+
+		for (size_t k = 0; k < 64; k++)
+			acc |= w[i + k];
+		if (acc)
+			return false;
+	}
+	return true;
+}
+
+/* ---- the operation ---- */
+struct snap_trk { /* a page with chunks in flight on one ring */
+	size_t idx;
+	unsigned inflight;
+	bool busy, all_submitted;
+};
+
+struct snap_io { /* one chunk in flight */
+	bool busy;
+	unsigned trk;
+	size_t idx, off, len; /* page, bytes into it, bytes left */
+	int buf;	      /* registered buffer slot or -1 */
+};
+
+struct snap_ctx {
+	struct io_uring ring;
+	bool has_ring, reg;
+	unsigned inflight;
+	struct snap_io io[SNAP_QD];
+	struct snap_trk trk[SNAP_QD];
+	size_t *reg_page; /* slot -> page registered there, or SIZE_MAX */
+};
+
+struct snap_op {
+	hpr_region *r;
+	bool save;
+	bool uring;	/* io_uring works (probed by the caller's ring) */
+	int fd;		/* data I/O: the O_DIRECT reopen or the caller's */
+	uint64_t id;
+	uint64_t data_off;
+	struct hpr__snap_ent *tab; /* host byte order */
+	uint8_t *pg;		   /* load: PG_* bits per page */
+	unsigned nreg;		   /* registered-buffer slots per ring */
+	struct snap_ctx *ctx;
+	unsigned nctx;
+	_Atomic unsigned nctx_used;
+	_Atomic bool fell_back;
+	_Atomic int err;
+	pthread_mutex_t mu;
+	char msg[400];
+};
+
+/* op->pg bits (load) */
+#define PG_BEFORE 1  /* had contents before the load */
+#define PG_FAULTED 2 /* we faulted it in */
+#define PG_WRITTEN 4 /* a read into it was issued */
+
+static _Atomic uint64_t op_ids;
+static __thread uint64_t tls_op;
+static __thread struct snap_ctx *tls_ctx;
+
+/* Record the op's first error with its message; the caller re-raises it
+ * in its own thread (hpr__fail's detail is per thread). */
+__attribute__((format(printf, 3, 4)))
+static int op_fail(struct snap_op *op, int err, const char *fmt, ...)
+{
+	va_list ap;
+	int zero = 0;
+
+	pthread_mutex_lock(&op->mu);
+	if (atomic_compare_exchange_strong(&op->err, &zero, err)) {
+		va_start(ap, fmt);
+		vsnprintf(op->msg, sizeof(op->msg), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&op->mu);
+	return err;
+}
+
+static void ctx_init(struct snap_op *op, struct snap_ctx *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (!op->uring)
+		return;
+	if (io_uring_queue_init(SNAP_QD * 2, &c->ring, 0) < 0) {
+		atomic_store(&op->fell_back, true);
+		return;
+	}
+	c->has_ring = true;
+	if (!op->nreg)
+		return;
+	c->reg_page = malloc(op->nreg * sizeof(*c->reg_page));
+	if (c->reg_page && io_uring_register_buffers_sparse(&c->ring, op->nreg) == 0) {
+		for (unsigned i = 0; i < op->nreg; i++)
+			c->reg_page[i] = SIZE_MAX;
+		c->reg = true;
+	}
+}
+
+static void ctx_fini(struct snap_ctx *c)
+{
+	if (c->has_ring)
+		io_uring_queue_exit(&c->ring); /* unregisters (unpins) too */
+	c->has_ring = false;
+	free(c->reg_page);
+	c->reg_page = NULL;
+}
+
+/* This thread's context for op; NULL means "do synchronous I/O". */
+static struct snap_ctx *get_ctx(struct snap_op *op)
+{
+	unsigned i;
+
+	if (tls_op == op->id)
+		return tls_ctx;
+	i = atomic_fetch_add(&op->nctx_used, 1);
+	tls_op = op->id;
+	tls_ctx = i < op->nctx ? &op->ctx[i] : NULL;
+	if (tls_ctx)
+		ctx_init(op, tls_ctx);
+	return tls_ctx;
+}
+
+static uint64_t file_off(const struct snap_op *op, size_t idx, size_t off)
+{
+	return op->data_off + hpr__page_off(op->r, idx) + off;
+}
+
+static int verify_page(struct snap_op *op, size_t idx)
+{
+	hpr_region *r = op->r;
+	uint64_t sum = hpr__page_sum(r->base + hpr__page_off(r, idx), r->page_size, idx);
+
+	if (sum != op->tab[idx].sum)
+		return op_fail(op, -EBADMSG,
+			       "snapshot page %zu (region offset %#zx, file offset %#llx): "
+			       "checksum mismatch: the file is corrupted",
+			       idx, hpr__page_off(r, idx),
+			       (unsigned long long)file_off(op, idx, 0));
+	return 0;
+}
+
+/* Synchronous I/O of one page: the fallback path, and the path of a
+ * thread without a ring. */
+static int sync_page(struct snap_op *op, size_t idx)
+{
+	hpr_region *r = op->r;
+	char *base = r->base + hpr__page_off(r, idx);
+	size_t done = 0;
+
+	while (done < r->page_size) {
+		ssize_t n;
+		off_t fo = (off_t)file_off(op, idx, done);
+
+		if (op->save)
+			n = pwrite(op->fd, base + done, r->page_size - done, fo);
+		else
+			n = pread(op->fd, base + done, r->page_size - done, fo);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return op_fail(op, -errno, "snapshot %s at file offset %#llx failed: %s",
+				       op->save ? "write" : "read", (unsigned long long)fo,
+				       strerror(errno));
+		if (n == 0)
+			return op_fail(op, op->save ? -EIO : -EBADMSG,
+				       "snapshot %s at file offset %#llx: %s",
+				       op->save ? "write" : "read", (unsigned long long)fo,
+				       op->save ? "wrote nothing" :
+				       "unexpected end of file: the file was truncated");
+		done += (size_t)n;
+	}
+	return op->save ? 0 : verify_page(op, idx);
+}
+
+static int queue_io(struct snap_op *op, struct snap_ctx *c, struct snap_io *io)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+	char *addr = op->r->base + hpr__page_off(op->r, io->idx) + io->off;
+	uint64_t fo = file_off(op, io->idx, io->off);
+	unsigned len = (unsigned)io->len; /* <= SNAP_CHUNK */
+	int rc;
+
+	if (!sqe) /* the SQ holds 2 * SNAP_QD and is flushed on every submit */
+		return op_fail(op, -EBUSY, "snapshot: io_uring submission queue full");
+	if (io->buf >= 0 && op->save)
+		io_uring_prep_write_fixed(sqe, op->fd, addr, len, fo, io->buf);
+	else if (io->buf >= 0)
+		io_uring_prep_read_fixed(sqe, op->fd, addr, len, fo, io->buf);
+	else if (op->save)
+		io_uring_prep_write(sqe, op->fd, addr, len, fo);
+	else
+		io_uring_prep_read(sqe, op->fd, addr, len, fo);
+	io_uring_sqe_set_data64(sqe, (uint64_t)(io - c->io));
+	do
+		rc = io_uring_submit(&c->ring);
+	while (rc == -EINTR);
+	if (rc < 0)
+		return op_fail(op, rc, "snapshot: io_uring_submit failed: %s", strerror(-rc));
+	return 0;
+}
+
+static void trk_done(struct snap_op *op, struct snap_trk *t)
+{
+	t->busy = false;
+	if (!op->save && !atomic_load(&op->err))
+		verify_page(op, t->idx);
+}
+
+/* Wait for one completion and handle it: resubmit the rest of a short
+ * transfer, finish the page when its last chunk lands. */
+static int reap_one(struct snap_op *op, struct snap_ctx *c)
+{
+	struct io_uring_cqe *cqe;
+	struct snap_io *io;
+	struct snap_trk *t;
+	int rc, res;
+
+	do
+		rc = io_uring_wait_cqe(&c->ring, &cqe);
+	while (rc == -EINTR);
+	if (rc < 0)
+		return op_fail(op, rc, "snapshot: io_uring_wait_cqe failed: %s", strerror(-rc));
+	io = &c->io[io_uring_cqe_get_data64(cqe)];
+	res = cqe->res;
+	io_uring_cqe_seen(&c->ring, cqe);
+	t = &c->trk[io->trk];
+
+	if (res == -EAGAIN || res == -EINTR)
+		return queue_io(op, c, io);
+	if (res > 0 && (size_t)res < io->len) {
+		/* short transfer: queue the rest of this chunk */
+		io->off += (size_t)res;
+		io->len -= (size_t)res;
+		if (queue_io(op, c, io) == 0)
+			return 0;
+		res = atomic_load(&op->err);
+	}
+	io->busy = false;
+	c->inflight--;
+	t->inflight--;
+	if (res < 0)
+		op_fail(op, res, "snapshot %s at file offset %#llx failed: %s",
+			op->save ? "write" : "read",
+			(unsigned long long)file_off(op, io->idx, io->off), strerror(-res));
+	else if (res == 0)
+		op_fail(op, op->save ? -EIO : -EBADMSG, "snapshot %s at file offset %#llx: %s",
+			op->save ? "write" : "read",
+			(unsigned long long)file_off(op, io->idx, io->off),
+			op->save ? "wrote nothing" :
+			"unexpected end of file: the file was truncated");
+	if (t->all_submitted && !t->inflight)
+		trk_done(op, t);
+	return 0;
+}
+
+static int drain(struct snap_op *op, struct snap_ctx *c)
+{
+	while (c->has_ring && c->inflight)
+		if (reap_one(op, c))
+			break; /* the ring itself failed: nothing more will come */
+	return atomic_load(&op->err);
+}
+
+/* Register page idx in this ring's buffer table; -1 if unregistered. */
+static int reg_slot(struct snap_op *op, struct snap_ctx *c, size_t idx)
+{
+	hpr_region *r = op->r;
+	unsigned slot;
+	struct iovec iov;
+
+	if (!c->reg)
+		return -1;
+	slot = (unsigned)(idx % op->nreg);
+	if (c->reg_page[slot] == idx)
+		return (int)slot;
+	iov.iov_base = r->base + hpr__page_off(r, idx);
+	iov.iov_len = r->page_size;
+	if (io_uring_register_buffers_update_tag(&c->ring, slot, &iov, NULL, 1) != 1) {
+		c->reg = false; /* RLIMIT_MEMLOCK or such: go unregistered */
+		return -1;
+	}
+	c->reg_page[slot] = idx;
+	return (int)slot;
+}
+
+/* Queue the I/O of page idx on this thread's ring (or do it now). */
+static int page_io(struct snap_op *op, size_t idx)
+{
+	struct snap_ctx *c = get_ctx(op);
+	struct snap_trk *t = NULL;
+	size_t size = op->r->page_size;
+	unsigned ti;
+	int buf;
+
+	if (!c || !c->has_ring)
+		return sync_page(op, idx);
+	for (;;) {
+		for (ti = 0; ti < SNAP_QD; ti++)
+			if (!c->trk[ti].busy)
+				break;
+		if (ti < SNAP_QD)
+			break;
+		if (reap_one(op, c))
+			return atomic_load(&op->err);
+	}
+	t = &c->trk[ti];
+	t->idx = idx;
+	t->busy = true;
+	t->all_submitted = false;
+	t->inflight = 0;
+	buf = reg_slot(op, c, idx);
+	for (size_t off = 0; off < size; off += SNAP_CHUNK) {
+		struct snap_io *io = NULL;
+
+		while (c->inflight == SNAP_QD)
+			if (reap_one(op, c))
+				return atomic_load(&op->err);
+		for (unsigned k = 0; k < SNAP_QD && !io; k++)
+			if (!c->io[k].busy)
+				io = &c->io[k];
+		io->busy = true;
+		io->trk = ti;
+		io->idx = idx;
+		io->off = off;
+		io->len = size - off < SNAP_CHUNK ? size - off : SNAP_CHUNK;
+		io->buf = buf;
+		if (queue_io(op, c, io)) {
+			io->busy = false;
+			break;
+		}
+		c->inflight++;
+		t->inflight++;
+	}
+	t->all_submitted = true;
+	if (!t->inflight)
+		trk_done(op, t);
+	return atomic_load(&op->err);
+}
+
+/* Does the kernel have any of page idx resident? (A caller may have
+ * written an ABSENT page without hpr_fault_in.) Errors say yes. */
+static bool page_resident(const hpr_region *r, size_t idx)
+{
+	size_t n = r->page_size / 4096;
+	unsigned char small[512], *vec = n <= sizeof(small) ? small : malloc(n);
+	bool any = true;
+
+	if (!vec)
+		return true;
+	if (mincore(r->base + hpr__page_off(r, idx), r->page_size, vec) == 0) {
+		any = false;
+		for (size_t i = 0; i < n && !any; i++)
+			any = vec[i] & 1;
+	}
+	if (vec != small)
+		free(vec);
+	return any;
+}
+
+static bool has_contents(const hpr_region *r, size_t idx)
+{
+	uint8_t st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
+
+	if (st == HPR_PS_PRESENT)
+		return true;
+	if (st == HPR_PS_LAZY)
+		return false; /* contents undefined: not saved */
+	return page_resident(r, idx);
+}
+
+static int save_page(hpr_region *r, size_t idx, void *arg)
+{
+	struct snap_op *op = arg;
+	struct hpr__snap_ent *e = &op->tab[idx];
+	const char *p = r->base + hpr__page_off(r, idx);
+	int err = atomic_load_explicit(&op->err, memory_order_relaxed);
+
+	if (err)
+		return err;
+	if (!has_contents(r, idx))
+		return 0;
+	if (is_zero(p, r->page_size)) {
+		e->flags = HPR__SNAP_PG_ZERO;
+		return 0;
+	}
+	e->sum = hpr__page_sum(p, r->page_size, idx);
+	e->flags = HPR__SNAP_PG_DATA;
+	return page_io(op, idx);
+}
+
+static int load_page(hpr_region *r, size_t idx, void *arg)
+{
+	struct snap_op *op = arg;
+	int err = atomic_load_explicit(&op->err, memory_order_relaxed);
+
+	if (err)
+		return err;
+	if (!(op->tab[idx].flags & HPR__SNAP_PG_DATA))
+		return 0;
+	if (atomic_load(&r->state[idx]) != HPR_PS_PRESENT) {
+		err = hpr__fault_page(r, idx, NULL);
+		if (err)
+			return op_fail(op, err, "%s", hpr_strerror(err));
+		op->pg[idx] |= PG_FAULTED;
+	}
+	op->pg[idx] |= PG_WRITTEN;
+	return page_io(op, idx);
+}
+
+/* Drop page idx back to ABSENT (MADV_DONTNEED / PUNCH_HOLE), whatever
+ * state it is in; 0 or -errno. */
+static int discard_page(hpr_region *r, size_t idx)
+{
+	struct hpr__slot *s = hpr__slot_for(r, idx);
+	char *p = r->base + hpr__page_off(r, idx);
+	uint8_t st;
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		st = atomic_load(&r->state[idx]);
+		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
+			break;
+		pthread_cond_wait(&s->cv, &s->mu);
+	}
+	atomic_store(&r->state[idx], HPR_PS_BUSY);
+	pthread_mutex_unlock(&s->mu);
+
+	if (r->backend == HPR_BACKEND_THP)
+		rc = hpr__os->madvise(p, r->page_size, MADV_DONTNEED);
+	else
+		rc = hpr__os->fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)hpr__page_off(r, idx), (off_t)r->page_size);
+	pthread_mutex_lock(&s->mu);
+	if (rc) {
+		atomic_store(&r->state[idx], st);
+	} else {
+		atomic_store(&r->state[idx], HPR_PS_ABSENT);
+		if (st == HPR_PS_PRESENT)
+			atomic_fetch_sub(&r->present_pages, 1);
+		else if (st == HPR_PS_LAZY)
+			atomic_fetch_sub(&r->lazy_pages, 1);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+/* Empty the file after a failed save; nothing more to report if that
+ * fails too. */
+static void truncate_quiet(int fd)
+{
+	if (ftruncate(fd, 0))
+		return;
+}
+
+static int pread_all(int fd, void *buf, size_t len, off_t off, size_t *got)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	*got = done;
+	return 0;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static uint64_t layout_data_off(size_t npages, size_t page_size)
+{
+	uint64_t a = page_size > 4096 ? page_size : 4096;
+	uint64_t end = HPR__SNAP_TABLE_OFF + (uint64_t)npages * sizeof(struct hpr__snap_ent);
+
+	return (end + a - 1) / a * a;
+}
+
+/* Check fd for save (write) or load (read); fills *st. */
+static int check_fd(const char *fn, int fd, bool write, struct stat *st)
+{
+	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return hpr__fail(-EBADF, "%s: fd %d is not an open file descriptor", fn, fd);
+	if ((fl & O_ACCMODE) == (write ? O_RDONLY : O_WRONLY))
+		return hpr__fail(-EBADF, "%s: fd %d is open %s-only: open the snapshot "
+					 "file O_RDWR (or %s)",
+				 fn, fd, write ? "read" : "write", write ? "O_WRONLY" : "O_RDONLY");
+	if (write && (fl & O_APPEND))
+		return hpr__fail(-EINVAL, "%s: fd %d is O_APPEND: positioned writes would "
+					  "land at the end; open it without O_APPEND", fn, fd);
+	if (fstat(fd, st))
+		return hpr__fail(-errno, "%s: fstat(fd %d): %s", fn, fd, strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		return hpr__fail(-EINVAL, "%s: fd %d is not a regular file: snapshots are "
+					  "sparse files with holes; use a file on a local file "
+					  "system or tmpfs", fn, fd);
+	return 0;
+}
+
+/* The data descriptor: an O_DIRECT reopen where the file system takes it. */
+static int open_data_fd(int fd, bool write, unsigned flags)
+{
+	char path[64];
+	int dfd;
+
+	if (flags & HPR_SNAP_NO_DIRECT)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	dfd = open(path, (write ? O_WRONLY : O_RDONLY) | O_DIRECT | O_CLOEXEC);
+	return dfd; /* -1: EINVAL (no O_DIRECT here), no /proc: page cache */
+}
+
+static int op_init(struct snap_op *op, hpr_region *r, bool save, int fd, unsigned flags)
+{
+	memset(op, 0, sizeof(*op));
+	op->r = r;
+	op->save = save;
+	op->fd = fd;
+	op->id = atomic_fetch_add(&op_ids, 1) + 1;
+	op->uring = !(flags & HPR_SNAP_NO_URING);
+	op->nreg = r->npages < SNAP_MAX_REG ? (unsigned)r->npages : SNAP_MAX_REG;
+	op->nctx = r->nworkers + 2; /* workers + the caller (+1 spare) */
+	op->ctx = calloc(op->nctx, sizeof(*op->ctx));
+	op->tab = calloc(r->npages, sizeof(*op->tab));
+	pthread_mutex_init(&op->mu, NULL);
+	if (!op->ctx || !op->tab)
+		return hpr__fail(-ENOMEM, "snapshot: cannot allocate the page table "
+					  "for %zu pages", r->npages);
+	return 0;
+}
+
+/* Run fn over the region; returns the op's first error. */
+static int op_run(struct snap_op *op, hpr__page_fn fn)
+{
+	struct snap_ctx *c0;
+	unsigned n;
+	int rc;
+
+	/* the caller's ring doubles as the probe: if io_uring is off
+	 * (io_uring_disabled, seccomp) nobody tries again */
+	c0 = get_ctx(op);
+	if (op->uring && (!c0 || !c0->has_ring))
+		op->uring = false;
+	rc = hpr__run(op->r, fn, op, 0, op->r->npages);
+	n = atomic_load(&op->nctx_used);
+	if (n > op->nctx)
+		n = op->nctx;
+	for (unsigned i = 0; i < n; i++)
+		drain(op, &op->ctx[i]);
+	for (unsigned i = 0; i < n; i++)
+		ctx_fini(&op->ctx[i]);
+	tls_op = 0;
+	atomic_store(&op->r->snapshot_io, op->uring && !atomic_load(&op->fell_back) ?
+						  HPR_IO_URING : HPR_IO_PREADWRITE);
+	if (!atomic_load(&op->err) && rc)
+		op_fail(op, rc, "%s", hpr_strerror(rc));
+	return atomic_load(&op->err);
+}
+
+static void op_free(struct snap_op *op)
+{
+	free(op->ctx);
+	free(op->tab);
+	free(op->pg);
+	pthread_mutex_destroy(&op->mu);
+}
 
 int hpr_save(hpr_region *r, int fd, unsigned flags)
 {
-	(void)r; (void)fd; (void)flags;
-	return hpr__fail(-ENOSYS, "hpr_save is not implemented in this build yet");
+	struct hpr__snap_ent *disk = NULL;
+	struct hpr__snap_hdr *h;
+	struct snap_op op;
+	struct stat st;
+	uint64_t data_off, file_size, ndata = 0;
+	size_t tlen;
+	char hbuf[HPR__SNAP_HDR_SIZE];
+	int rc, dfd;
+
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_save: region is NULL");
+	if (flags & ~HPR_SNAP_ALL_)
+		return hpr__fail(-EINVAL, "hpr_save: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
+	rc = check_fd("hpr_save", fd, true, &st);
+	if (rc)
+		return rc;
+	data_off = layout_data_off(r->npages, r->page_size);
+	file_size = data_off + r->size;
+	/* empty first: an interrupted save leaves no header (it goes last) */
+	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)file_size)) {
+		rc = -errno;
+		truncate_quiet(fd);
+		return hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
+				 (unsigned long long)file_size, strerror(-rc));
+	}
+	rc = op_init(&op, r, true, fd, flags);
+	if (rc)
+		goto out;
+	op.data_off = data_off;
+	dfd = open_data_fd(fd, true, flags);
+	if (dfd >= 0)
+		op.fd = dfd;
+	rc = op_run(&op, save_page);
+	if (dfd >= 0)
+		close(dfd);
+	if (rc) {
+		rc = hpr__fail(rc, "hpr_save: %s", op.msg);
+		goto fail;
+	}
+
+	tlen = r->npages * sizeof(*disk);
+	disk = malloc(tlen);
+	if (!disk) {
+		rc = hpr__fail(-ENOMEM, "hpr_save: cannot allocate the page table");
+		goto fail;
+	}
+	for (size_t i = 0; i < r->npages; i++) {
+		disk[i].sum = htole64(op.tab[i].sum);
+		disk[i].flags = htole32(op.tab[i].flags);
+		disk[i].reserved = 0;
+		ndata += op.tab[i].flags & HPR__SNAP_PG_DATA;
+	}
+	memset(hbuf, 0, sizeof(hbuf));
+	h = (struct hpr__snap_hdr *)hbuf;
+	memcpy(h->magic, HPR__SNAP_MAGIC, 8);
+	h->version = htole32(HPR__SNAP_VERSION);
+	h->hdr_len = htole32(sizeof(*h));
+	h->region_size = htole64(r->size);
+	h->page_size = htole64(r->page_size);
+	h->npages = htole64(r->npages);
+	h->flags = 0;
+	h->table_off = htole64(HPR__SNAP_TABLE_OFF);
+	h->data_off = htole64(data_off);
+	h->file_size = htole64(file_size);
+	h->pages_data = htole64(ndata);
+	h->table_sum = htole64(hpr__xxh64(disk, tlen, 0));
+	h->hdr_sum = 0;
+	h->hdr_sum = htole64(hpr__xxh64(h, sizeof(*h), 0));
+
+	rc = pwrite_all(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
+	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
+		rc = -errno;
+	if (!rc)
+		rc = pwrite_all(fd, hbuf, sizeof(hbuf), 0);
+	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
+		rc = -errno;
+	if (rc) {
+		rc = hpr__fail(rc, "hpr_save: writing the snapshot's table/header failed: %s",
+			       strerror(-rc));
+		goto fail;
+	}
+	free(disk);
+	op_free(&op);
+	return 0;
+fail:
+	truncate_quiet(fd); /* no half snapshot left looking valid; frees space */
+out:
+	free(disk);
+	op_free(&op);
+	return rc;
+}
+
+/* Header checks; fills *data_off. Touches nothing. */
+static int load_header(hpr_region *r, int fd, const struct stat *st, uint64_t *data_off,
+		       uint64_t *table_sum, uint64_t *pages_data)
+{
+	char buf[HPR__SNAP_HDR_SIZE], ps[32], ps2[32];
+	struct hpr__snap_hdr h;
+	size_t got = 0;
+	uint64_t sum, want_off;
+	int rc = pread_all(fd, buf, sizeof(buf), 0, &got);
+
+	if (rc)
+		return hpr__fail(rc, "hpr_load: reading the header failed: %s", strerror(-rc));
+	if (got < 8 || memcmp(buf, HPR__SNAP_MAGIC, 8)) {
+		bool zero = got >= 8 && is_zero(buf, got & ~(size_t)511);
+
+		return hpr__fail(-EINVAL, "hpr_load: not an hpregion snapshot (%s)",
+				 got == 0 ? "the file is empty" :
+				 zero ? "the header is zeros: an interrupted hpr_save? It "
+					"writes the header last" :
+					"no HPRSNAP magic at offset 0");
+	}
+	if (got < sizeof(h))
+		return hpr__fail(-EBADMSG, "hpr_load: the snapshot is truncated inside its "
+					   "header (%zu bytes)", got);
+	memcpy(&h, buf, sizeof(h));
+	if (le32toh(h.version) != HPR__SNAP_VERSION)
+		return hpr__fail(-EINVAL, "hpr_load: snapshot format version %u; this "
+					  "library reads version %u: load it with a newer hpregion",
+				 le32toh(h.version), HPR__SNAP_VERSION);
+	sum = le64toh(h.hdr_sum);
+	h.hdr_sum = 0;
+	if (le32toh(h.hdr_len) != sizeof(h) || hpr__xxh64(&h, sizeof(h), 0) != sum)
+		return hpr__fail(-EBADMSG, "hpr_load: header checksum mismatch: the snapshot "
+					   "file is corrupted");
+	if (h.flags)
+		return hpr__fail(-EINVAL, "hpr_load: snapshot uses unknown flags %#llx: load "
+					  "it with a newer hpregion",
+				 (unsigned long long)le64toh(h.flags));
+	if (le64toh(h.page_size) != r->page_size)
+		return hpr__fail(-EINVAL, "hpr_load: the snapshot was saved from a region of "
+					  "%s pages; region '%s' has %s pages: create the "
+					  "region with that page_size (and a backend offering it)",
+				 hpr__fmt_size(le64toh(h.page_size), ps, sizeof(ps)), r->name,
+				 hpr__fmt_size(r->page_size, ps2, sizeof(ps2)));
+	if (le64toh(h.region_size) != r->size)
+		return hpr__fail(-EINVAL, "hpr_load: the snapshot is of a %llu-byte region; "
+					  "region '%s' is %zu bytes: create it with size = %llu",
+				 (unsigned long long)le64toh(h.region_size), r->name, r->size,
+				 (unsigned long long)le64toh(h.region_size));
+	want_off = layout_data_off(r->npages, r->page_size);
+	if (le64toh(h.npages) != r->npages || le64toh(h.table_off) != HPR__SNAP_TABLE_OFF ||
+	    le64toh(h.data_off) != want_off || le64toh(h.file_size) != want_off + r->size ||
+	    le64toh(h.pages_data) > r->npages)
+		return hpr__fail(-EBADMSG, "hpr_load: the snapshot header's layout is "
+					   "inconsistent: the file is corrupted");
+	if ((uint64_t)st->st_size < want_off + r->size)
+		return hpr__fail(-EBADMSG, "hpr_load: the snapshot is truncated: the file has "
+					   "%lld bytes, its header says %llu",
+				 (long long)st->st_size, (unsigned long long)(want_off + r->size));
+	*data_off = want_off;
+	*table_sum = le64toh(h.table_sum);
+	*pages_data = le64toh(h.pages_data);
+	return 0;
+}
+
+static int load_table(struct snap_op *op, int fd, uint64_t table_sum, uint64_t pages_data)
+{
+	hpr_region *r = op->r;
+	size_t tlen = r->npages * sizeof(struct hpr__snap_ent), got = 0;
+	struct hpr__snap_ent *disk = malloc(tlen);
+	uint64_t ndata = 0;
+	int rc;
+
+	if (!disk)
+		return hpr__fail(-ENOMEM, "hpr_load: cannot allocate the page table");
+	rc = pread_all(fd, disk, tlen, HPR__SNAP_TABLE_OFF, &got);
+	if (rc) {
+		free(disk);
+		return hpr__fail(rc, "hpr_load: reading the page table failed: %s", strerror(-rc));
+	}
+	if (got < tlen || hpr__xxh64(disk, tlen, 0) != table_sum) {
+		free(disk);
+		return hpr__fail(-EBADMSG, "hpr_load: page table checksum mismatch: the "
+					   "snapshot file is corrupted");
+	}
+	for (size_t i = 0; i < r->npages; i++) {
+		op->tab[i].sum = le64toh(disk[i].sum);
+		op->tab[i].flags = le32toh(disk[i].flags);
+		if (op->tab[i].flags & ~HPR__SNAP_PG_ALL_)
+			rc = -EBADMSG;
+		ndata += op->tab[i].flags & HPR__SNAP_PG_DATA;
+	}
+	free(disk);
+	if (rc || ndata != pages_data)
+		return hpr__fail(-EBADMSG, "hpr_load: the page table is inconsistent: the "
+					   "snapshot file is corrupted");
+	return 0;
+}
+
+/* Every data page must be data in the file: a hole there means the file
+ * was punched or truncated and re-extended. SEEK_HOLE, cached per extent. */
+static int load_extents(struct snap_op *op, int fd)
+{
+	hpr_region *r = op->r;
+	off_t pos = lseek(fd, 0, SEEK_CUR), hole = -1;
+	int rc = 0;
+
+	for (size_t i = 0; i < r->npages && !rc; i++) {
+		off_t a = (off_t)file_off(op, i, 0), b = a + (off_t)r->page_size;
+
+		if (!(op->tab[i].flags & HPR__SNAP_PG_DATA))
+			continue;
+		if (hole < b) {
+			hole = lseek(fd, a, SEEK_HOLE);
+			if (hole < 0 && errno == EINVAL)
+				break; /* no SEEK_HOLE here: the checksums still catch it */
+			if (hole < 0)
+				hole = a; /* ENXIO: past the end */
+		}
+		if (hole < b)
+			rc = hpr__fail(-EBADMSG, "hpr_load: snapshot page %zu (file offset %#llx) "
+						 "is a hole in the file but the page table says it "
+						 "holds data: the file was truncated or punched",
+				       i, (unsigned long long)a);
+	}
+	if (pos >= 0)
+		lseek(fd, pos, SEEK_SET);
+	return rc;
 }
 
 int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 {
-	(void)r; (void)fd; (void)flags;
+	struct snap_op op;
+	struct stat st;
+	uint64_t data_off = 0, table_sum = 0, pages_data = 0;
+	size_t nchanged = 0;
+	int rc, dfd;
+
 	if (changed)
 		*changed = 0;
-	return hpr__fail(-ENOSYS, "hpr_load is not implemented in this build yet");
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_load: region is NULL");
+	if (flags & ~HPR_SNAP_ALL_)
+		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
+	rc = check_fd("hpr_load", fd, false, &st);
+	if (rc)
+		return rc;
+	rc = load_header(r, fd, &st, &data_off, &table_sum, &pages_data);
+	if (rc)
+		return rc;
+	rc = op_init(&op, r, false, fd, flags);
+	if (!rc) {
+		op.data_off = data_off;
+		op.pg = calloc(r->npages, 1);
+		if (!op.pg)
+			rc = hpr__fail(-ENOMEM, "hpr_load: out of memory");
+	}
+	if (!rc)
+		rc = load_table(&op, fd, table_sum, pages_data);
+	if (!rc)
+		rc = load_extents(&op, fd);
+	if (rc) {
+		op_free(&op);
+		return rc;
+	}
+	for (size_t i = 0; i < r->npages; i++)
+		if (has_contents(r, i) || atomic_load(&r->state[i]) == HPR_PS_LAZY)
+			op.pg[i] |= PG_BEFORE;
+
+	dfd = open_data_fd(fd, false, flags);
+	if (dfd >= 0)
+		op.fd = dfd;
+	rc = op_run(&op, load_page);
+	if (dfd >= 0)
+		close(dfd);
+
+	if (rc) {
+		/* undo what can be undone: pages that were absent go back to
+		 * absent; overwritten pages are reported */
+		for (size_t i = 0; i < r->npages; i++) {
+			if (op.pg[i] & PG_BEFORE) {
+				if (op.pg[i] & PG_WRITTEN)
+					nchanged++;
+			} else if ((op.pg[i] & (PG_FAULTED | PG_WRITTEN)) &&
+				   discard_page(r, i)) {
+				nchanged++;
+			}
+		}
+		if (changed)
+			*changed = nchanged * r->page_size;
+		rc = hpr__fail(rc, "hpr_load: %s (%s: %zu bytes of region '%s' changed)",
+			       op.msg, nchanged ? "pages that had contents were overwritten" :
+						  "the region is as it was",
+			       nchanged * r->page_size, r->name);
+		op_free(&op);
+		return rc;
+	}
+	/* the snapshot's holes: drop what the region has there */
+	for (size_t i = 0; i < r->npages; i++) {
+		if (op.tab[i].flags & HPR__SNAP_PG_DATA) {
+			nchanged++;
+			continue;
+		}
+		if (!(op.pg[i] & PG_BEFORE))
+			continue;
+		nchanged++;
+		rc = discard_page(r, i);
+		if (rc) {
+			rc = hpr__fail(rc, "hpr_load: dropping page %zu (a hole in the "
+					   "snapshot) failed: %s; %zu bytes of region '%s' changed",
+				       i, strerror(-rc), nchanged * r->page_size, r->name);
+			break;
+		}
+	}
+	if (changed)
+		*changed = nchanged * r->page_size;
+	op_free(&op);
+	return rc;
 }

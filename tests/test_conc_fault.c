@@ -30,6 +30,8 @@ static char *cnt_base;
 static size_t cnt_ps;
 static _Atomic int pop_count[MAXP];
 static _Atomic int touch_calls;
+static _Atomic size_t touch_bytes;
+static _Atomic int pop_calls;
 static _Atomic bool populate_einval;
 
 static int fake_madvise(void *a, size_t len, int advice)
@@ -37,8 +39,12 @@ static int fake_madvise(void *a, size_t len, int advice)
 	if (advice == MADV_POPULATE_WRITE) {
 		char *p = a;
 
-		if (cnt_base && p >= cnt_base && p < cnt_base + MAXP * cnt_ps)
-			atomic_fetch_add(&pop_count[(size_t)(p - cnt_base) / cnt_ps], 1);
+		/* every huge page the call covers (the engine populates runs
+		 * of pages with one call) */
+		atomic_fetch_add(&pop_calls, 1);
+		for (char *q = p; cnt_base && q < p + len; q += cnt_ps)
+			if (q >= cnt_base && q < cnt_base + MAXP * cnt_ps)
+				atomic_fetch_add(&pop_count[(size_t)(q - cnt_base) / cnt_ps], 1);
 		if (atomic_load(&populate_einval))
 			return -EINVAL; /* what a kernel < 5.14 says */
 	}
@@ -48,6 +54,7 @@ static int fake_madvise(void *a, size_t len, int advice)
 static int fake_touch(void *a, size_t len, size_t step)
 {
 	atomic_fetch_add(&touch_calls, 1);
+	atomic_fetch_add(&touch_bytes, len);
 	return hpr__os_touch(a, len, step);
 }
 
@@ -61,6 +68,8 @@ static void fakes_on(hpr_region *r)
 	for (int i = 0; i < MAXP; i++)
 		atomic_store(&pop_count[i], 0);
 	atomic_store(&touch_calls, 0);
+	atomic_store(&touch_bytes, 0);
+	atomic_store(&pop_calls, 0);
 	hpr__os_set(&fake);
 }
 
@@ -176,7 +185,9 @@ START_TEST(exactly_once)
 			      "%s page %zu populated %d times", hpr_backend_name(hpr_backend_of(r)),
 			      i, atomic_load(&pop_count[i]));
 	ck_assert_int_eq(hpr_stats(r, &st), 0);
-	ck_assert_uint_eq(st.populate_calls, np);
+	/* the library counts its populate calls; the kernel saw as many */
+	ck_assert_uint_eq(st.populate_calls, (uint64_t)atomic_load(&pop_calls));
+	ck_assert_uint_le(st.populate_calls, np);
 	ck_assert_uint_eq(st.pages_present, np);
 	ck_assert_uint_eq(kernel_huge(r), size);
 	ck_assert_int_eq(hpr_destroy(r), 0);
@@ -455,7 +466,9 @@ START_TEST(touch_fallback)
 	atomic_store(&populate_einval, true);
 	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
 	fakes_off();
-	ck_assert_int_eq(atomic_load(&touch_calls), (int)np);
+	/* every byte touched exactly once, through the touch hook */
+	ck_assert_int_gt(atomic_load(&touch_calls), 0);
+	ck_assert_uint_eq(atomic_load(&touch_bytes), size);
 	for (size_t i = 0; i < np; i++)
 		ck_assert_int_le(atomic_load(&pop_count[i]), 1);
 	ck_assert_int_eq(hpr_stats(r, &st), 0);

@@ -84,7 +84,7 @@ START_TEST(tmpfs_full)
 END_TEST
 
 /* ---- memory cgroup (v1) ---- */
-static char cg_dir[512];
+static char cg_dir[640];
 
 static int write_str(const char *path, const char *v)
 {
@@ -101,7 +101,7 @@ static int write_str(const char *path, const char *v)
 /* A child of the memory cgroup this process is in. */
 static void cg_make(const char *limit, bool oom_kill_disable)
 {
-	char line[512], p[600], base[512] = "";
+	char line[512], p[700], base[256] = "";
 	FILE *f = fopen("/proc/self/cgroup", "re");
 
 	ck_assert_ptr_nonnull(f);
@@ -137,7 +137,7 @@ static void cg_remove(void)
  * report rc and the failing offset through the pipe. */
 static void cg_child(int wfd)
 {
-	char p[600], pid[32];
+	char p[700], pid[32];
 	struct hpr_config c;
 	hpr_region *r;
 	long res[2];

@@ -207,16 +207,45 @@ struct hpr_stats {
 HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
 
 /*
- * Save the region's contents to fd (a regular file, truncated and rewritten),
- * skipping never-faulted and all-zero huge pages (holes). Load reads such a
- * file into a region of the same size and page size, faulting in exactly the
- * saved pages. io_uring where available, pread/pwrite otherwise.
- * Errors: -EBADMSG (corrupt or truncated), -EINVAL (size/page-size mismatch,
- * not a snapshot), -EIO, -ENOSPC. A failed load stores the number of bytes
- * of the region it changed in *changed (may be NULL).
+ * Snapshots (docs/snapshot.md, hpr_save(3), hpr_load(3)).
+ *
+ * hpr_save() writes the region's contents to fd, a regular file opened for
+ * writing (not O_APPEND), which it truncates and rewrites: a header, a page
+ * table with a checksum per huge page, and each huge page that holds
+ * data at a page-size-aligned offset. Pages that were never faulted, were
+ * released (hpr_release_lazy: their contents are undefined) or are all
+ * zeros are holes: nothing is written there, so the file is sparse. The
+ * header goes last, so an interrupted save is never taken for a snapshot.
+ * Writers must be quiet while a save runs (the pages are read in place).
+ * Errors: -EINVAL (NULL region, unknown flags, fd not a regular file or
+ * O_APPEND), -EBADF (fd not open for writing), -ENOSPC, -EFBIG, -EIO. A
+ * failed save leaves the file empty.
+ *
+ * hpr_load() reads such a file into a region of the same size and page
+ * size (any backend). It checks the header, the table and the file's
+ * extents before it touches the region, then faults in exactly the saved
+ * pages as it reads them (on the region's workers) and verifies each
+ * page's checksum; pages the snapshot has as holes are dropped from the
+ * region, so afterwards exactly the saved pages are resident. *changed
+ * (may be NULL) receives the bytes of the region that were changed: on
+ * success the saved pages plus the dropped ones; on failure only pages
+ * that held contents before and were overwritten -- pages that were absent
+ * are dropped again, so a failed load into a fresh region changes nothing.
+ * Errors: -EINVAL (not a snapshot, region size or page size differs,
+ * format version or flags unknown), -EBADMSG (truncated, corrupted header,
+ * table or page), -EBADF (fd not open for reading), -ENOMEM (faulting in
+ * ran out of memory or hugetlb pages), -EIO.
+ *
+ * I/O goes through io_uring (a queue of 2 MiB reads/writes in flight per
+ * worker, page buffers registered once) with O_DIRECT where the file
+ * system supports it; where io_uring is unavailable (io_uring_disabled,
+ * seccomp) through pread/pwrite with the same results. hpr_stats()
+ * reports which in snapshot_io. fd's file position is not changed.
  */
 #define HPR_SNAP_NO_URING (1u << 0) /* force pread/pwrite */
-#define HPR_SNAP_NO_DIRECT (1u << 1) /* never use O_DIRECT */
+#define HPR_SNAP_NO_DIRECT (1u << 1) /* never use O_DIRECT (page cache I/O) */
+#define HPR_SNAP_SYNC (1u << 2) /* save: fdatasync the data, then write and
+				   fdatasync the header */
 HPR_API int hpr_save(hpr_region *r, int fd, unsigned flags);
 HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
 
