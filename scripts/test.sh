@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build hpregion and run every test suite: a -Werror build, the same suites
 # under ASan+UBSan, the concurrency suites under TSan, and the extra checks
-# that tests/*.cmake register (consumer build, fuzzers, examples).
+# that tests/*.cmake register (consumer build, fuzzers, examples), and the
+# kernel and NUMA matrix (tests/vm/run.sh --quick: qemu guests, label vm).
 # Run as root: the suites mount tmpfs/hugetlbfs in private mount namespaces
 # and set the hugetlb pool, restoring it afterwards.
 #   scripts/test.sh            everything
@@ -30,10 +31,18 @@ build() { # dir [cmake args...]
 
 echo "== build (warnings are errors) and test"
 build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
-run_ctest build-test
+run_ctest build-test -LE 'install|example|vm'
+# label "install" (consumer build against the installed tree, ABI check):
+# only here, the sanitizer builds' artefacts are not what we ship
+run_ctest build-test -L install
+echo "== examples (correctness, crash replay, bad input, standalone build)"
+run_ctest build-test -L example
 
 echo "== benchmarks, quick mode (they run; their timings are not judged)"
 bench/run --quick --build build-test --out build-test/bench-report
+
+echo "== kernel and NUMA matrix: qemu guests, Debian 6.1 kernel, one node and two nodes"
+run_ctest build-test -L vm
 
 if [ $QUICK = 0 ]; then
 	echo "== ASan + UBSan"

@@ -1,32 +1,90 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hpr_collapse: MADV_COLLAPSE (Linux 6.1) per present huge page, in parallel
- * on the region's workers, with bounded retries on EAGAIN. What counts as
+ * hpr_collapse: MADV_COLLAPSE (Linux 6.1) per huge page, in parallel on the
+ * region's workers, with bounded retries on EAGAIN. What counts as
  * collapsed is measured from the kernel afterwards (PAGEMAP_SCAN's
  * PAGE_IS_HUGE, or smaps on kernels before 6.7), never assumed.
+ *
+ * Which pages: those the table knows as PRESENT, and those it knows as
+ * ABSENT that the kernel says are resident anyway (the application wrote
+ * through the mapping without hpr_fault_in, so they came in as 4 KiB
+ * pages: exactly the memory khugepaged would otherwise get to some day).
+ * Never LAZY pages (collapsing would copy memory the caller gave back) and
+ * never wholly non-resident ones (on shmem MADV_COLLAPSE would allocate a
+ * huge page for a hole). A page is BUSY in the fault table while it is
+ * being collapsed, so a concurrent release or reclaim waits for it.
  */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* Does the kernel have any of [p, p+len) resident? mincore(2) is a query,
+ * not a change to memory, so it is not routed through the OS layer (like
+ * the PAGEMAP_SCAN query in fault.c). */
+static bool any_resident(char *p, size_t len)
+{
+	unsigned char vec[512];
+	size_t n = len / 4096, done = 0;
+
+	while (done < n) {
+		size_t k = n - done < sizeof(vec) ? n - done : sizeof(vec);
+
+		if (mincore(p + done * 4096, k * 4096, vec))
+			return true; /* can't tell: let MADV_COLLAPSE decide */
+		for (size_t i = 0; i < k; i++)
+			if (vec[i] & 1)
+				return true;
+		done += k;
+	}
+	return false;
+}
 
 static int collapse_page(hpr_region *r, size_t idx, void *arg)
 {
+	struct hpr__slot *s = hpr__slot_for(r, idx);
 	char *p = r->base + hpr__page_off(r, idx);
+	uint8_t st;
 	int rc = -EAGAIN;
 
 	(void)arg;
-	if (atomic_load_explicit(&r->state[idx], memory_order_acquire) != HPR_PS_PRESENT)
-		return 0; /* never collapse what was not faulted: it would fault it */
-	if (hpr__range_is_huge(r, p, r->page_size) == 1)
-		return 0;
-	for (int t = 0; t < 4 && rc == -EAGAIN; t++)
-		rc = hpr__os->madvise(p, r->page_size, MADV_COLLAPSE);
-	if (!rc) {
-		atomic_fetch_add(&r->collapsed_pages, 1);
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
+		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
+			break;
+		pthread_cond_wait(&s->cv, &s->mu);
+	}
+	if (st == HPR_PS_LAZY || (st == HPR_PS_ABSENT && !any_resident(p, r->page_size))) {
+		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}
+	atomic_store(&r->state[idx], HPR_PS_BUSY);
+	pthread_mutex_unlock(&s->mu);
+
+	if (hpr__range_is_huge(r, p, r->page_size) == 1) {
+		rc = 0;
+	} else {
+		/* EAGAIN: pages transiently locked, pinned or off the LRU
+		 * (mm/khugepaged.c); a few retries settle it */
+		for (int t = 0; t < 4 && rc == -EAGAIN; t++)
+			rc = hpr__os->madvise(p, r->page_size, MADV_COLLAPSE);
+		if (!rc)
+			atomic_fetch_add(&r->collapsed_pages, 1);
+	}
+
+	pthread_mutex_lock(&s->mu);
+	if (st == HPR_PS_ABSENT && !rc) {
+		/* resident and huge now: the table learns it is present */
+		atomic_store(&r->state[idx], HPR_PS_PRESENT);
+		atomic_fetch_add(&r->present_pages, 1);
+	} else {
+		atomic_store(&r->state[idx], st);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
 

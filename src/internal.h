@@ -99,6 +99,7 @@ struct hpr__pool {
 	bool started, stopping;
 	uint64_t gen;		/* bumps per job */
 	struct hpr__job *job;	/* current job or NULL */
+	unsigned job_workers;	/* workers with id < this take part in job */
 	struct hpr__job async;	/* storage for the background job */
 	bool async_active;	/* async job submitted and not yet waited */
 	int async_result;
@@ -120,6 +121,11 @@ struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx);
 size_t hpr__slot_count(void);
 /* Fault one huge page in (exactly once across threads). */
 int hpr__fault_page(hpr_region *r, size_t idx, void *arg);
+/* Fault pages [first, last) in, claiming runs of absent pages and
+ * populating each run with one call. Returns the first error (its page in
+ * *err_idx); *done counts pages now present. Stops early on cancel. */
+int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
+		     const _Atomic bool *cancel, size_t *done, size_t *err_idx);
 /* Populate one huge page without the table (the raw step). */
 int hpr__populate_page(hpr_region *r, size_t idx);
 /* Test hook: serialize every page on one lock (bench: global-mutex mode). */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static pthread_once_t numa_once = PTHREAD_ONCE_INIT;
 static bool numa_ok;
@@ -93,10 +94,13 @@ int hpr__numa_parse(const char *s, unsigned long *mask, unsigned *nr_set)
 			set_bit(mask, (unsigned)n);
 			(*nr_set)++;
 		}
-		if (*e == ',')
+		if (*e == ',') {
 			e++;
-		else if (*e)
+			if (*e < '0' || *e > '9') /* "0," or "0,,1" */
+				goto bad;
+		} else if (*e) {
 			goto bad;
+		}
 		p = e;
 	}
 	if (!*nr_set)
@@ -169,7 +173,11 @@ int hpr__numa_cpus(const struct hpr__numa *n, void *setp)
 	cpu_set_t *set = setp, allowed;
 
 	CPU_ZERO(set);
-	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+	/* the process's CPUs (its main thread's affinity), not the calling
+	 * thread's: a caller pinned to one CPU must not cram every worker
+	 * onto it */
+	if (sched_getaffinity(getpid(), sizeof(allowed), &allowed) &&
+	    sched_getaffinity(0, sizeof(allowed), &allowed))
 		return -errno;
 	pthread_once(&numa_once, numa_init);
 	if (!n->active || !numa_ok) {

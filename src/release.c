@@ -95,24 +95,31 @@ void hpr__partial_clear(hpr_region *r, size_t off, size_t len)
 	}
 }
 
-/* Take PRESENT pages [a, b) to BUSY; returns how many were taken, leaving
- * them marked in take[]. */
-static bool take_busy(hpr_region *r, size_t idx)
+/*
+ * Try to take page idx from PRESENT to BUSY. Returns 1 when taken, 0 when the
+ * page is not PRESENT (absent, already released), and -1 when it is in a
+ * transition (FAULTING/BUSY) and wait was false.
+ */
+static int take_busy(hpr_region *r, size_t idx, bool wait)
 {
 	struct hpr__slot *s = hpr__slot_for(r, idx);
 	uint8_t st;
-	bool took = false;
+	int took = 0;
 
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		st = atomic_load(&r->state[idx]);
 		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
 			break;
+		if (!wait) {
+			pthread_mutex_unlock(&s->mu);
+			return -1;
+		}
 		pthread_cond_wait(&s->cv, &s->mu);
 	}
 	if (st == HPR_PS_PRESENT) {
 		atomic_store(&r->state[idx], HPR_PS_BUSY);
-		took = true;
+		took = 1;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return took;
@@ -137,8 +144,11 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 
 	if (r->flags & HPR_F_GUARD)
 		rc = hpr__os->mprotect(p, len, PROT_NONE);
-	if (!rc && r->backend == HPR_BACKEND_THP)
+	if (!rc && r->backend == HPR_BACKEND_THP) {
 		rc = hpr__os->madvise(p, len, MADV_FREE);
+		if (rc && (r->flags & HPR_F_GUARD))
+			hpr__os->mprotect(p, len, PROT_READ | PROT_WRITE);
+	}
 	for (size_t i = a; i < b; i++) {
 		if (rc) {
 			set_state(r, i, HPR_PS_PRESENT);
@@ -200,10 +210,18 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 				last = idx + 1;
 		}
 	}
-	pthread_mutex_lock(&r->rel_mu);
+	/*
+	 * Gather runs of PRESENT pages taken BUSY and give each run to the
+	 * kernel in one call. Pages are taken in ascending order and a page
+	 * in transition is waited for only after the run held so far has
+	 * been flushed, so a release never sleeps while holding other pages
+	 * BUSY (no lock-order cycles with other releases, no fault-in stuck
+	 * behind an unrelated wait).
+	 */
 	rc = 0;
 	for (size_t i = first; i < last; i++) {
 		uint64_t *m = atomic_load(&r->partial[i]);
+		int t;
 
 		if (m) { /* released whole now: drop its partial map */
 			pthread_mutex_lock(&r->partial_mu);
@@ -212,7 +230,8 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 			pthread_mutex_unlock(&r->partial_mu);
 			free(m);
 		}
-		if (take_busy(r, i)) {
+		t = take_busy(r, i, false);
+		if (t == 1) {
 			if (run == (size_t)-1)
 				run = i;
 			continue;
@@ -223,13 +242,14 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 			rc = rc ? rc : e;
 			run = (size_t)-1;
 		}
+		if (t < 0 && take_busy(r, i, true) == 1)
+			run = i;
 	}
 	if (run != (size_t)-1) {
 		int e = release_run(r, run, last);
 
 		rc = rc ? rc : e;
 	}
-	pthread_mutex_unlock(&r->rel_mu);
 	if (!rc && r->lazy_budget && r->backend != HPR_BACKEND_THP) {
 		size_t lazy = atomic_load(&r->lazy_pages) << r->page_shift;
 

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,18 @@ struct worker_arg {
 	unsigned id;
 };
 
-static size_t batch_for(const hpr_region *r)
+/*
+ * Pages per cursor grab: up to 16 MiB (a populate call and a page walk per
+ * batch instead of per huge page), but at least 8 grabs per worker so the
+ * last batches still balance.
+ */
+static size_t batch_for(const hpr_region *r, size_t npages)
 {
-	size_t b = (4UL << 20) >> r->page_shift;
+	size_t b = (16UL << 20) >> r->page_shift;
+	size_t fair = npages / ((size_t)(r->nworkers ? r->nworkers : 1) * 8);
 
+	if (b > fair)
+		b = fair;
 	return b ? b : 1;
 }
 
@@ -67,6 +76,16 @@ static void run_job(hpr_region *r, struct hpr__job *j)
 		if (b >= j->last)
 			break;
 		e = b + j->batch < j->last ? b + j->batch : j->last;
+		if (j->fn == hpr__fault_page) {
+			/* fault-in: runs of pages, one populate per run */
+			size_t done = 0, err_idx = 0;
+			int rc = hpr__fault_batch(r, b, e, &j->cancel, &done, &err_idx);
+
+			atomic_fetch_add_explicit(&j->done, done, memory_order_relaxed);
+			if (rc)
+				job_record_err(j, rc, err_idx);
+			continue;
+		}
 		for (size_t i = b; i < e; i++) {
 			int rc;
 
@@ -99,6 +118,7 @@ static void *worker_main(void *argp)
 	hpr_region *r = wa->r;
 	struct hpr__pool *p = &r->pool;
 	uint64_t seen = 0;
+	unsigned wa_id = wa->id;
 
 	free(wa);
 	pthread_mutex_lock(&p->mu);
@@ -113,6 +133,8 @@ static void *worker_main(void *argp)
 		seen = p->gen;
 		j = p->job;
 		is_async = j == &p->async;
+		if (wa_id >= p->job_workers)
+			continue; /* not needed for this job (the caller runs it too) */
 		pthread_mutex_unlock(&p->mu);
 		run_job(r, j);
 		job_leave(p, j, is_async);
@@ -138,6 +160,7 @@ static int pool_start(hpr_region *r)
 {
 	struct hpr__pool *p = &r->pool;
 	pthread_attr_t attr;
+	sigset_t block, old;
 	cpu_set_t set;
 	int rc = 0;
 
@@ -148,8 +171,21 @@ static int pool_start(hpr_region *r)
 		return hpr__fail(-ENOMEM, "cannot allocate %u worker handles", r->nworkers);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	if (!hpr__numa_cpus(&r->numa, &set) && r->numa.active)
+	/* pin to the nodes' CPUs (or the process's CPUs): not the affinity
+	 * of whichever thread happened to start the pool, which may be a
+	 * vCPU thread pinned to one CPU */
+	if (!hpr__numa_cpus(&r->numa, &set))
 		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	/* the application's signals go to the application's threads; the
+	 * synchronous fault signals stay open (blocking them turns a fault
+	 * into a kill, and the touch fallback catches SIGBUS) */
+	sigfillset(&block);
+	sigdelset(&block, SIGBUS);
+	sigdelset(&block, SIGSEGV);
+	sigdelset(&block, SIGFPE);
+	sigdelset(&block, SIGILL);
+	sigdelset(&block, SIGTRAP);
+	pthread_sigmask(SIG_SETMASK, &block, &old);
 	for (unsigned i = 0; i < r->nworkers; i++) {
 		struct worker_arg *wa = malloc(sizeof(*wa));
 
@@ -166,6 +202,7 @@ static int pool_start(hpr_region *r)
 		}
 		p->nthreads++;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	p->started = true;
 	if (rc && !p->nthreads)
@@ -201,7 +238,7 @@ static void job_init(struct hpr__job *j, hpr_region *r, hpr__page_fn fn,
 	j->arg = arg;
 	j->first = first;
 	j->last = last;
-	j->batch = batch_for(r);
+	j->batch = batch_for(r, last - first);
 	atomic_store(&j->cursor, first);
 	atomic_store(&j->err_idx, (size_t)-1);
 }
@@ -212,12 +249,41 @@ int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t las
 	struct hpr__job j;
 	int rc;
 
+again:
 	job_init(&j, r, fn, arg, first, last);
 	if (r->nworkers > 1 && last - first > 1) {
 		pthread_mutex_lock(&p->mu);
+		if (p->job && p->job != &p->async && p->job->fn == fn && p->job->arg == arg &&
+		    p->job->first <= first && p->job->last >= last) {
+			/* Another caller's synchronous job covers this range
+			 * and already runs on all the region's threads: wait
+			 * for it instead of adding a thread that competes for
+			 * the same CPUs (measured: 9 populating threads on 2
+			 * CPUs take 1.1-1.5x as long as 2), then pick up what
+			 * it left (after an error or a cancel). */
+			uint64_t gen = p->gen;
+
+			while (p->job && p->gen == gen)
+				pthread_cond_wait(&p->done_cv, &p->mu);
+			pthread_mutex_unlock(&p->mu);
+			if (fn == hpr__fault_page) {
+				while (first < last &&
+				       atomic_load_explicit(&r->state[first], memory_order_acquire) ==
+					       HPR_PS_PRESENT)
+					first++;
+				if (first == last)
+					return 0;
+			}
+			goto again;
+		}
 		if (!p->job && !pool_start(r) && p->nthreads) {
-			/* workers + the caller */
-			atomic_store(&j.running, p->nthreads + 1);
+			/* the caller and nworkers - 1 workers: nworkers
+			 * threads in all, not one more than asked */
+			unsigned nw = p->nthreads < r->nworkers - 1 ? p->nthreads
+								    : r->nworkers - 1;
+
+			atomic_store(&j.running, nw + 1);
+			p->job_workers = nw;
 			p->job = &j;
 			p->gen++;
 			pthread_cond_broadcast(&p->cv);
@@ -237,7 +303,8 @@ int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t las
 		pthread_mutex_unlock(&p->mu);
 	}
 	/* one worker, a single page, or the pool is busy with a background
-	 * job: the caller does its own pages now */
+	 * job or another range: the caller does its own pages now (demand
+	 * first) */
 	run_job(r, &j);
 	rc = atomic_load(&j.err);
 	return rc;
@@ -299,6 +366,7 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 	}
 	job_init(&p->async, r, hpr__fault_page, NULL, first, last);
 	atomic_store(&p->async.running, p->nthreads);
+	p->job_workers = p->nthreads;
 	p->async_active = true;
 	p->job = &p->async;
 	p->gen++;

@@ -2,10 +2,12 @@
 /* Test harness (see common.h). */
 #define _GNU_SOURCE
 #include "common.h"
+#include "os.h" /* the OS-layer hooks t_track_* wraps */
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -260,6 +262,93 @@ int t_maps_count(void)
 		n += c == '\n';
 	fclose(f);
 	return n;
+}
+
+/* ---- t_track_*: a ledger of what the library has mapped ---- */
+static struct hpr_os_ops track_ops;
+static const struct hpr_os_ops *track_prev;
+static pthread_mutex_t track_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	uintptr_t lo, hi;
+} track_iv[256];
+static int track_n;
+
+/* Remove [lo, hi) from the set (splitting intervals it cuts). */
+static void track_sub(uintptr_t lo, uintptr_t hi)
+{
+	for (int i = 0; i < track_n; i++) {
+		uintptr_t a = track_iv[i].lo, b = track_iv[i].hi;
+
+		if (b <= lo || a >= hi)
+			continue;
+		if (a < lo && b > hi && track_n < 256) { /* split */
+			track_iv[track_n].lo = hi;
+			track_iv[track_n].hi = b;
+			track_n++;
+			track_iv[i].hi = lo;
+			continue;
+		}
+		if (a < lo)
+			track_iv[i].hi = lo;
+		else if (b > hi)
+			track_iv[i].lo = hi;
+		else {
+			track_iv[i--] = track_iv[--track_n];
+		}
+	}
+}
+
+static int track_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off,
+		      void **out)
+{
+	int rc = track_prev->mmap(addr, len, prot, flags, fd, off, out);
+
+	if (!rc) {
+		uintptr_t lo = (uintptr_t)*out, hi = lo + ((len + 4095) & ~(size_t)4095);
+
+		pthread_mutex_lock(&track_mu);
+		track_sub(lo, hi); /* MAP_FIXED over our own reservation */
+		if (track_n < 256) {
+			track_iv[track_n].lo = lo;
+			track_iv[track_n].hi = hi;
+			track_n++;
+		}
+		pthread_mutex_unlock(&track_mu);
+	}
+	return rc;
+}
+
+static int track_munmap(void *addr, size_t len)
+{
+	int rc = track_prev->munmap(addr, len);
+
+	if (!rc) {
+		pthread_mutex_lock(&track_mu);
+		track_sub((uintptr_t)addr, (uintptr_t)addr + ((len + 4095) & ~(size_t)4095));
+		pthread_mutex_unlock(&track_mu);
+	}
+	return rc;
+}
+
+void t_track_begin(void)
+{
+	track_prev = hpr__os;
+	track_ops = *track_prev;
+	track_ops.mmap = track_mmap;
+	track_ops.munmap = track_munmap;
+	track_n = 0;
+	hpr__os_set(&track_ops);
+}
+
+size_t t_track_end(void)
+{
+	size_t left = 0;
+
+	hpr__os_set(track_prev == &hpr__os_real ? NULL : track_prev);
+	for (int i = 0; i < track_n; i++)
+		left += track_iv[i].hi - track_iv[i].lo;
+	track_n = 0;
+	return left;
 }
 
 int t_dir_entries(const char *dir)

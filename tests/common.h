@@ -47,6 +47,24 @@ int t_sysfs_set(const char *path, const char *val);
 int t_smaps(const void *addr, size_t len, struct t_smaps *out);
 /* Lines in /proc/self/maps (to prove nothing was left mapped). */
 int t_maps_count(void);
+/* Sanitizer builds: ASan's allocator and shadow split and add VMAs on
+ * their own, so a /proc/self/maps line count is only exact without them. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define T_SANITIZED 1
+#endif
+#endif
+#ifndef T_SANITIZED
+#define T_SANITIZED 0
+#endif
+/* Record every range the library maps and unmaps through its OS layer (a
+ * pass-through hook over whatever hooks are in force, fakes included) and
+ * return, at the end, how many bytes it mapped and has not unmapped. Exact
+ * in every build, sanitizers too; t_maps_count() is the kernel's check. */
+void t_track_begin(void);
+size_t t_track_end(void);
 /* Number of entries in a directory (no file left behind). */
 int t_dir_entries(const char *dir);
 /* /proc/meminfo value in its own unit, or -1. */

@@ -1,0 +1,739 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/prefault: how fast hpregion fills a region with huge pages, side by
+ * side with what a user would otherwise do, in one run.
+ *
+ * For each backend (THP, shmem on a tmpfs huge=always, hugetlb), each rep
+ * runs every variant once, in a rotated order (interleaved), after one
+ * discarded warm-up rep; the table gives the median of the reps:
+ *
+ *   memset xN      memset over already-resident memory: the zeroing limit
+ *   raw populate   one thread, one MADV_POPULATE_WRITE over the range
+ *   raw falloc+pop fallocate the file, then the same (shmem, hugetlb)
+ *   MAP_POPULATE   mmap(MAP_POPULATE)
+ *   touch xN       QEMU-style: N threads, static split, a write per page
+ *   hpr wK         hpr_fault_in with K workers (use_fallocate off)
+ *   hpr wK falloc  the same with fallocate before populate (file backends)
+ *   callers 1/8    1 or 8 threads calling hpr_fault_in(whole region) at once
+ *   global 1/8     the same with the hashed table swapped for one mutex held
+ *                  across each populate (the kernel before 3.15)
+ *
+ * Every fill is checked against smaps (huge% column). Run as root: the
+ * bench mounts its tmpfs/hugetlbfs in a private mount namespace, and sets
+ * the hugetlb pool under /tmp/hpr-system.lock, restoring it at exit.
+ *
+ *   prefault [--quick] [--size MiB] [--reps N] [--workers N] [--json FILE]
+ *
+ * --json writes the medians, the headline ratios and a GB/s-per-worker
+ * series for bench/run.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB (1024UL * 1024UL)
+#define HP (2 * MiB)
+
+static size_t size = 2048 * MiB;
+static int reps = 5;
+static int ncpu = 2;
+static int maxw = 0;
+static char tmpfs_dir[64], htlb_dir[64];
+static char pool_path[] = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+static char pool_old[32];
+static int lock_fd = -1;
+static FILE *jf;
+static int jheads;
+
+enum kind { K_THP, K_SHMEM, K_HUGETLB, NKINDS };
+static const char *const kind_name[] = { "THP", "shmem huge=always", "hugetlb 2M" };
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+/* ---- system setup: private mounts, hugetlb pool, restore ---- */
+static int write_str(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, v, strlen(v));
+	close(fd);
+	return n < 0 ? -1 : 0;
+}
+
+static void read_str(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+static void restore(void)
+{
+	if (*pool_old)
+		write_str(pool_path, pool_old);
+	if (*tmpfs_dir) {
+		umount2(tmpfs_dir, MNT_DETACH);
+		rmdir(tmpfs_dir);
+	}
+	if (*htlb_dir) {
+		umount2(htlb_dir, MNT_DETACH);
+		rmdir(htlb_dir);
+	}
+}
+
+static void on_signal(int sig)
+{
+	restore();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void setup(void)
+{
+	char want[32], got[32];
+	char t1[] = "/tmp/hpr-bench-XXXXXX", t2[] = "/tmp/hpr-bench-XXXXXX";
+
+	if (geteuid())
+		fprintf(stderr, "prefault: run as root (mounts, hugetlb pool)\n"), exit(77);
+	lock_fd = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX))
+		die("flock /tmp/hpr-system.lock");
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		die("private mount namespace");
+	if (!mkdtemp(t1) || !mkdtemp(t2))
+		die("mkdtemp");
+	if (mount("none", t1, "tmpfs", 0, "huge=always"))
+		die("mount tmpfs huge=always");
+	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s", t1);
+	if (mount("none", t2, "hugetlbfs", 0, "pagesize=2M"))
+		die("mount hugetlbfs");
+	snprintf(htlb_dir, sizeof(htlb_dir), "%s", t2);
+	read_str(pool_path, pool_old, sizeof(pool_old));
+	atexit(restore);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	snprintf(want, sizeof(want), "%zu", size / HP);
+	write_str("/proc/sys/vm/compact_memory", "1");
+	write_str(pool_path, want);
+	read_str(pool_path, got, sizeof(got));
+	if (strtoul(got, NULL, 10) < size / HP) {
+		fprintf(stderr, "prefault: hugetlb pool has %s of %s pages\n", got, want);
+		exit(1);
+	}
+}
+
+/* ---- smaps: share of [p, p+len) that is huge-mapped ---- */
+static double huge_share(const void *p, size_t len)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[256];
+	uintptr_t lo = (uintptr_t)p, hi = lo + len;
+	size_t huge = 0;
+	int in = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b, v;
+		char key[64];
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = a < hi && b > lo;
+			continue;
+		}
+		if (in && sscanf(line, "%63s %lu", key, &v) == 2 &&
+		    (!strcmp(key, "AnonHugePages:") || !strcmp(key, "ShmemPmdMapped:") ||
+		     !strcmp(key, "FilePmdMapped:") || !strcmp(key, "Shared_Hugetlb:") ||
+		     !strcmp(key, "Private_Hugetlb:")))
+			huge += v * 1024;
+	}
+	fclose(f);
+	return 100.0 * (double)huge / (double)len;
+}
+
+/* ---- raw mappings (the baselines) ---- */
+struct raw {
+	char *base;
+	int fd;
+	char path[128];
+};
+
+static void raw_map(enum kind k, struct raw *m, int extra_flags)
+{
+	void *res = mmap(NULL, size + HP, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			 -1, 0);
+	char *a;
+	void *got;
+
+	if (res == MAP_FAILED)
+		die("mmap reserve");
+	a = (char *)(((uintptr_t)res + HP - 1) & ~(uintptr_t)(HP - 1));
+	if (a > (char *)res)
+		munmap(res, (size_t)(a - (char *)res));
+	munmap(a + size, (size_t)((char *)res + size + HP - (a + size)));
+	m->fd = -1;
+	if (k == K_THP) {
+		if (extra_flags & MAP_POPULATE) {
+			/* MADV_HUGEPAGE cannot come before MAP_POPULATE: this
+			 * is what a MAP_POPULATE user gets (huge% says it) */
+			got = mmap(a, size, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | extra_flags, -1, 0);
+		} else {
+			got = mmap(a, size, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			if (got != MAP_FAILED)
+				madvise(got, size, MADV_HUGEPAGE);
+		}
+	} else {
+		static unsigned seq;
+
+		snprintf(m->path, sizeof(m->path), "%s/raw%u",
+			 k == K_SHMEM ? tmpfs_dir : htlb_dir, seq++);
+		m->fd = open(m->path, O_RDWR | O_CREAT | O_EXCL, 0600);
+		if (m->fd < 0 || ftruncate(m->fd, (off_t)size))
+			die("raw file");
+		got = mmap(a, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | extra_flags,
+			   m->fd, 0);
+	}
+	if (got == MAP_FAILED)
+		die("mmap");
+	m->base = got;
+}
+
+static void raw_unmap(struct raw *m)
+{
+	munmap(m->base, size);
+	if (m->fd >= 0) {
+		close(m->fd);
+		unlink(m->path);
+	}
+}
+
+/* ---- N-thread helpers (created before the clock starts) ---- */
+struct team;
+typedef void (*team_fn)(struct team *t, int id);
+struct team {
+	pthread_barrier_t start, end;
+	team_fn fn;
+	int n;
+	char *base;
+	size_t len;
+	hpr_region *r;
+	int rc[16];
+};
+
+struct tharg {
+	struct team *t;
+	int id;
+};
+
+static void *team_main(void *a)
+{
+	struct tharg *x = a;
+
+	pthread_barrier_wait(&x->t->start);
+	x->t->fn(x->t, x->id);
+	pthread_barrier_wait(&x->t->end);
+	return NULL;
+}
+
+/* Run fn on n threads at once; return the seconds from start to the last. */
+static double team_run(struct team *t, int n, team_fn fn)
+{
+	pthread_t th[16];
+	struct tharg a[16];
+	double t0, t1;
+
+	t->n = n;
+	t->fn = fn;
+	pthread_barrier_init(&t->start, NULL, (unsigned)n + 1);
+	pthread_barrier_init(&t->end, NULL, (unsigned)n + 1);
+	for (int i = 0; i < n; i++) {
+		a[i].t = t;
+		a[i].id = i;
+		pthread_create(&th[i], NULL, team_main, &a[i]);
+	}
+	pthread_barrier_wait(&t->start);
+	t0 = now();
+	pthread_barrier_wait(&t->end);
+	t1 = now();
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&t->start);
+	pthread_barrier_destroy(&t->end);
+	return t1 - t0;
+}
+
+static void part(struct team *t, int id, char **b, size_t *l)
+{
+	size_t pages = t->len / HP, per = pages / (size_t)t->n, extra = pages % (size_t)t->n;
+	size_t first = (size_t)id * per + ((size_t)id < extra ? (size_t)id : extra);
+
+	*b = t->base + first * HP;
+	*l = (per + ((size_t)id < extra)) * HP;
+}
+
+static void fn_memset(struct team *t, int id)
+{
+	char *b;
+	size_t l;
+
+	part(t, id, &b, &l);
+	memset(b, 0, l);
+}
+
+static void fn_touch(struct team *t, int id)
+{
+	char *b;
+	size_t l;
+
+	/* QEMU's touch_all_pages(): one write per (huge) page, static split */
+	part(t, id, &b, &l);
+	for (size_t o = 0; o < l; o += HP)
+		*(volatile char *)(b + o) = 0;
+}
+
+static void fn_fault_in(struct team *t, int id)
+{
+	t->rc[id] = hpr_fault_in(t->r, 0, hpr_size(t->r));
+}
+
+/* ---- variants ---- */
+enum vtype { V_MEMSET, V_RAWPOP, V_RAWFALLOC, V_MAPPOP, V_TOUCH, V_HPR, V_HPRFALLOC,
+	     V_CALLERS, V_GLOBAL };
+struct variant {
+	enum vtype type;
+	int n; /* threads / workers / callers */
+	char label[32];
+	double t[64];
+	double huge_min;
+	int nt;
+};
+static struct variant vs[NKINDS][40];
+static int nvs[NKINDS];
+
+static struct variant *add(enum kind k, enum vtype ty, int n)
+{
+	struct variant *v = &vs[k][nvs[k]++];
+
+	v->type = ty;
+	v->n = n;
+	v->huge_min = 101;
+	return v;
+}
+#define ADDN(k, ty, n, fmt) snprintf(add(k, ty, n)->label, 32, fmt, n)
+#define ADD1(k, ty, name) snprintf(add(k, ty, 1)->label, 32, "%s", name)
+
+static hpr_region *hpr_mk(enum kind k, unsigned workers)
+{
+	struct hpr_config c;
+	hpr_region *r;
+	int rc;
+
+	hpr_config_init(&c);
+	c.size = size;
+	c.backend = k == K_THP ? HPR_BACKEND_THP : k == K_SHMEM ? HPR_BACKEND_SHMEM
+							    : HPR_BACKEND_HUGETLB;
+	c.path = k == K_SHMEM ? tmpfs_dir : k == K_HUGETLB ? htlb_dir : NULL;
+	c.workers = workers;
+	rc = hpr_create(&c, &r);
+	if (rc) {
+		fprintf(stderr, "hpr_create: %s\n", hpr_strerror(rc));
+		exit(1);
+	}
+	return r;
+}
+
+/*
+ * The host takes freed guest memory back (free page reporting, after ~2 s):
+ * a fill that gets such memory pays a host fault per block and runs up to
+ * 40x slower. Touching and freeing a region's worth right before each fill
+ * hands the fill recently used, host-backed pages (the buddy allocator
+ * reuses what was freed last). hugetlb pool pages never leave the pool.
+ */
+static void prewarm(enum kind k)
+{
+	char *p;
+
+	if (k == K_HUGETLB)
+		return;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap prewarm");
+	madvise(p, size, MADV_HUGEPAGE);
+	madvise(p, size, MADV_POPULATE_WRITE);
+	munmap(p, size);
+}
+
+/* One timed fill; returns seconds, sets *huge. */
+static double run_one(enum kind k, struct variant *v, double *huge)
+{
+	struct team t;
+	struct raw m;
+	hpr_region *r;
+	double t0, dt;
+	int rc = 0;
+
+	if (v->type != V_MEMSET)
+		prewarm(k);
+	memset(&t, 0, sizeof(t));
+	t.len = size;
+	switch (v->type) {
+	case V_MEMSET: /* over resident memory: faulted in first, untimed */
+		raw_map(k, &m, 0);
+		madvise(m.base, size, MADV_POPULATE_WRITE);
+		t.base = m.base;
+		dt = team_run(&t, v->n, fn_memset);
+		*huge = huge_share(m.base, size);
+		raw_unmap(&m);
+		return dt;
+	case V_RAWPOP:
+	case V_RAWFALLOC:
+		raw_map(k, &m, 0);
+		t0 = now();
+		if (v->type == V_RAWFALLOC && fallocate(m.fd, 0, 0, (off_t)size))
+			die("fallocate");
+		rc = madvise(m.base, size, MADV_POPULATE_WRITE);
+		dt = now() - t0;
+		if (rc)
+			die("MADV_POPULATE_WRITE");
+		*huge = huge_share(m.base, size);
+		raw_unmap(&m);
+		return dt;
+	case V_MAPPOP:
+		t0 = now();
+		raw_map(k, &m, MAP_POPULATE);
+		dt = now() - t0;
+		*huge = huge_share(m.base, size);
+		raw_unmap(&m);
+		return dt;
+	case V_TOUCH:
+		raw_map(k, &m, 0);
+		t.base = m.base;
+		dt = team_run(&t, v->n, fn_touch);
+		*huge = huge_share(m.base, size);
+		raw_unmap(&m);
+		return dt;
+	case V_HPR:
+	case V_HPRFALLOC:
+		r = hpr_mk(k, (unsigned)v->n);
+		r->use_fallocate = v->type == V_HPRFALLOC;
+		t0 = now();
+		rc = hpr_fault_in(r, 0, size);
+		dt = now() - t0;
+		break;
+	case V_CALLERS:
+	case V_GLOBAL:
+		r = hpr_mk(k, 0);
+		r->use_fallocate = false;
+		t.r = r;
+		hpr__fault_set_global_lock(v->type == V_GLOBAL);
+		dt = team_run(&t, v->n, fn_fault_in);
+		hpr__fault_set_global_lock(false);
+		for (int i = 0; i < v->n; i++)
+			rc = rc ? rc : t.rc[i];
+		break;
+	default:
+		abort();
+	}
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", v->label, hpr_strerror(rc));
+		exit(1);
+	}
+	*huge = huge_share(hpr_base(r), size);
+	hpr_destroy(r);
+	return dt;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(struct variant *v)
+{
+	double s[64];
+
+	memcpy(s, v->t, sizeof(double) * (size_t)v->nt);
+	qsort(s, (size_t)v->nt, sizeof(double), cmp_d);
+	return v->nt % 2 ? s[v->nt / 2] : (s[v->nt / 2 - 1] + s[v->nt / 2]) / 2;
+}
+
+static struct variant *find(enum kind k, enum vtype ty, int n)
+{
+	for (int i = 0; i < nvs[k]; i++)
+		if (vs[k][i].type == ty && vs[k][i].n == n)
+			return &vs[k][i];
+	return NULL;
+}
+
+static double best(struct variant *v)
+{
+	double b = 1e9;
+
+	for (int j = 0; j < v->nt; j++)
+		b = v->t[j] < b ? v->t[j] : b;
+	return b;
+}
+
+/*
+ * Time ratio a/b, paired within each rep (both ran in the same rep, seconds
+ * apart, under the same background load), median over the reps: robust
+ * where the machine's load drifts between reps.
+ */
+static double paired(struct variant *a, struct variant *b)
+{
+	double r[64];
+	int n = a->nt < b->nt ? a->nt : b->nt;
+
+	for (int j = 0; j < n; j++)
+		r[j] = a->t[j] / b->t[j];
+	qsort(r, (size_t)n, sizeof(double), cmp_d);
+	return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+}
+
+static double gbs(struct variant *v)
+{
+	return v && v->nt ? (double)size / median(v) / 1e9 : 0;
+}
+
+static double gbs_best(struct variant *v)
+{
+	return v && v->nt ? (double)size / best(v) / 1e9 : 0;
+}
+
+static void report(enum kind k)
+{
+	struct variant *zl = find(k, V_MEMSET, ncpu), *raw = find(k, V_RAWPOP, 1);
+	/* the zeroing limit is the faster of memset x1 and xN */
+	if (ncpu > 1 && gbs(find(k, V_MEMSET, 1)) > gbs(zl))
+		zl = find(k, V_MEMSET, 1);
+	struct variant *c1 = find(k, V_CALLERS, 1);
+
+	printf("\n== %s, %zu MiB, median of %d reps (GB/s = 1e9 B/s)\n", kind_name[k],
+	       size / MiB, reps);
+	printf("%-16s %7s %7s %7s %7s %6s %9s %9s %8s\n", "variant", "GB/s", "best", "min s",
+	       "max s", "huge%", "/zeroing", "/raw pop", "t/1call");
+	for (int i = 0; i < nvs[k]; i++) {
+		struct variant *v = &vs[k][i];
+		double mn = 1e9, mx = 0;
+
+		for (int j = 0; j < v->nt; j++) {
+			mn = v->t[j] < mn ? v->t[j] : mn;
+			mx = v->t[j] > mx ? v->t[j] : mx;
+		}
+		printf("%-16s %7.2f %7.2f %7.3f %7.3f %6.1f %9.2f %9.2f", v->label, gbs(v),
+		       gbs_best(v), mn, mx, v->huge_min, gbs(v) / gbs(zl), gbs(v) / gbs(raw));
+		if (v->type == V_CALLERS || v->type == V_GLOBAL)
+			printf(" %8.2f", median(v) / median(c1));
+		printf("\n");
+	}
+	{
+		struct variant *hn = find(k, V_HPR, ncpu), *h1 = find(k, V_HPR, 1);
+		struct variant *c8 = find(k, V_CALLERS, 8), *g8 = find(k, V_GLOBAL, 8);
+		struct variant *f1 = find(k, V_HPRFALLOC, 1), *fn = find(k, V_HPRFALLOC, ncpu);
+		struct variant *rf = find(k, V_RAWFALLOC, 1);
+
+		/* throughput ratios: time of the reference / time of the variant */
+		printf("targets (paired per rep, median | median of medians | best of each):\n");
+		printf("  hpr w%d / zeroing limit (%s)   %5.2f | %5.2f | %5.2f   (>= 0.90)\n", ncpu,
+		       zl->label, paired(zl, hn), gbs(hn) / gbs(zl), gbs_best(hn) / gbs_best(zl));
+		printf("  hpr w1 / raw populate              %5.3f | %5.3f | %5.3f   (>= 0.98)\n",
+		       paired(raw, h1), gbs(h1) / gbs(raw), gbs_best(h1) / gbs_best(raw));
+		printf("  8 callers / 1 caller, time         %5.2f | %5.2f | %5.2f   (<= 1.20)\n",
+		       paired(c8, c1), median(c8) / median(c1), best(c8) / best(c1));
+		printf("  global mutex 8 callers / 1 caller  %5.2f | %5.2f | %5.2f\n",
+		       paired(g8, c1), median(g8) / median(c1), best(g8) / best(c1));
+		if (jf) {
+#define HEAD(measure, ours, base, ratio)                                                  \
+	fprintf(jf, "%s{\"measure\":\"%s: %s\",\"ours\":\"%s\",\"baseline\":\"%s\","  \
+		    "\"ratio\":\"%.3f\"}",                                                 \
+		jheads++ ? "," : "", kind_name[k], measure, ours, base, ratio)
+			char o[64], b[64];
+
+			snprintf(o, sizeof(o), "hpr w%d %.2f GB/s", ncpu, gbs(hn));
+			snprintf(b, sizeof(b), "%s %.2f GB/s", zl->label, gbs(zl));
+			HEAD("prefault vs zeroing limit (>= 0.9)", o, b, paired(zl, hn));
+			snprintf(o, sizeof(o), "hpr w1 %.2f GB/s", gbs(h1));
+			snprintf(b, sizeof(b), "raw MADV_POPULATE_WRITE %.2f GB/s", gbs(raw));
+			HEAD("1 worker vs raw populate (>= 0.98)", o, b, paired(raw, h1));
+			snprintf(o, sizeof(o), "8 callers %.3f s", median(c8));
+			snprintf(b, sizeof(b), "1 caller %.3f s", median(c1));
+			HEAD("8 contending callers, time vs 1 (<= 1.2)", o, b, paired(c8, c1));
+			snprintf(o, sizeof(o), "hashed table %.3f s", median(c8));
+			snprintf(b, sizeof(b), "one global mutex %.3f s", median(g8));
+			HEAD("8 callers: global mutex time / hashed time", o, b, paired(g8, c8));
+		}
+		if (f1 && fn && rf)
+			printf("  fallocate first / without, GB/s: hpr w1 %.3f | %.3f, hpr w%d "
+			       "%.3f | %.3f, raw %.3f | %.3f\n",
+			       paired(h1, f1), gbs(f1) / gbs(h1), ncpu, paired(hn, fn),
+			       gbs(fn) / gbs(hn), paired(raw, rf), gbs(rf) / gbs(raw));
+	}
+}
+
+static void warm(void)
+{
+	/* the VM's host takes freed memory back (free page reporting): touch
+	 * twice the region size once so first-touch host faults are paid
+	 * here, not by the first variant */
+	size_t len = 2 * size;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	double t0 = now();
+
+	if (p == MAP_FAILED)
+		die("mmap warm");
+	madvise(p, len, MADV_HUGEPAGE);
+	memset(p, 1, len);
+	printf("warm-up: touched and freed %zu MiB at %.2f GB/s\n", len / MiB,
+	       (double)len / (now() - t0) / 1e9);
+	munmap(p, len);
+}
+
+static void json_tail(void)
+{
+	fprintf(jf, "],\"series\":[");
+	for (int k = 0; k < NKINDS; k++) {
+		fprintf(jf, "%s{\"title\":\"prefault %s, %zu MiB\",\"xlabel\":\"workers\","
+			    "\"ylabel\":\"GB/s (median)\",\"lines\":{\"hpregion\":[",
+			k ? "," : "", kind_name[k], size / MiB);
+		for (int w = 1; w <= maxw; w++)
+			fprintf(jf, "%s[%d,%.3f]", w > 1 ? "," : "", w, gbs(find(k, V_HPR, w)));
+		fprintf(jf, "],\"raw populate (1 thread)\":[[1,%.3f]],\"zeroing limit\":[[1,%.3f]",
+			gbs(find(k, V_RAWPOP, 1)), gbs(find(k, V_MEMSET, 1)));
+		if (ncpu > 1)
+			fprintf(jf, ",[%d,%.3f]", ncpu, gbs(find(k, V_MEMSET, ncpu)));
+		fprintf(jf, "]}}");
+	}
+	fprintf(jf, "],\"results\":[");
+	for (int k = 0, first = 1; k < NKINDS; k++)
+		for (int i = 0; i < nvs[k]; i++, first = 0)
+			fprintf(jf, "%s{\"backend\":\"%s\",\"variant\":\"%s\",\"gbs\":%.3f,"
+				    "\"gbs_best\":%.3f,\"huge_pct\":%.1f}",
+				first ? "" : ",", kind_name[k], vs[k][i].label, gbs(&vs[k][i]),
+				gbs_best(&vs[k][i]), vs[k][i].huge_min);
+	fprintf(jf, "]}\n");
+	fclose(jf);
+}
+
+int main(int argc, char **argv)
+{
+	const char *json = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			size = 256 * MiB, reps = 3;
+		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+			size = strtoul(argv[++i], NULL, 10) * MiB;
+		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+			reps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
+			maxw = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+			json = argv[++i];
+		else {
+			fprintf(stderr, "usage: %s [--quick] [--size MiB] [--reps N] "
+					"[--workers N] [--json FILE]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	size = (size + HP - 1) & ~(HP - 1);
+	reps = reps < 1 ? 1 : reps > 63 ? 63 : reps;
+	ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	ncpu = ncpu < 1 ? 1 : ncpu > 16 ? 16 : ncpu;
+	if (!maxw)
+		maxw = ncpu;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	setup();
+	printf("prefault: %zu MiB per fill, %d reps + 1 warm-up rep, %d CPUs, hpregion %s\n",
+	       size / MiB, reps, ncpu, hpr_version());
+	for (int k = 0; k < NKINDS; k++) {
+		ADDN(k, V_MEMSET, 1, "memset x%d");
+		if (ncpu > 1)
+			ADDN(k, V_MEMSET, ncpu, "memset x%d");
+		ADD1(k, V_RAWPOP, "raw populate");
+		if (k != K_THP)
+			ADD1(k, V_RAWFALLOC, "raw falloc+pop");
+		ADD1(k, V_MAPPOP, "MAP_POPULATE");
+		ADDN(k, V_TOUCH, ncpu, "touch x%d");
+		for (int w = 1; w <= maxw; w++) {
+			ADDN(k, V_HPR, w, "hpr w%d");
+			if (k != K_THP && (w == 1 || w == ncpu))
+				ADDN(k, V_HPRFALLOC, w, "hpr w%d falloc");
+		}
+		ADDN(k, V_CALLERS, 1, "callers %d");
+		ADDN(k, V_CALLERS, 8, "callers %d");
+		ADDN(k, V_GLOBAL, 1, "global %d");
+		ADDN(k, V_GLOBAL, 8, "global %d");
+	}
+	warm();
+	for (int rep = 0; rep <= reps; rep++) {
+		for (int kk = 0; kk < NKINDS; kk++) {
+			int k = (kk + rep) % NKINDS;
+
+			for (int ii = 0; ii < nvs[k]; ii++) {
+				/* rotate the order each rep: no variant always
+				 * follows the same one */
+				struct variant *v = &vs[k][(ii + rep * 3) % nvs[k]];
+				double huge = 0, dt = run_one(k, v, &huge);
+
+				if (!rep)
+					continue; /* the warm-up rep */
+				v->t[v->nt++] = dt;
+				if (huge < v->huge_min)
+					v->huge_min = huge;
+			}
+		}
+		if (rep)
+			fprintf(stderr, "rep %d/%d done\n", rep, reps);
+	}
+	if (json) {
+		jf = fopen(json, "w");
+		if (!jf)
+			die(json);
+		fprintf(jf, "{\"bench\":\"prefault\",\"size_mib\":%zu,\"reps\":%d,\"cpus\":%d,"
+			    "\"headline\":[",
+			size / MiB, reps, ncpu);
+	}
+	for (int k = 0; k < NKINDS; k++)
+		report(k);
+	if (jf)
+		json_tail();
+	return 0;
+}

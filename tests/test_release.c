@@ -1,0 +1,743 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lazy release and reclaim (src/release.c), checked against the kernel:
+ *  - the data contract per 4 KiB page after release + fault-in, for every
+ *    backend, with the kernel discarding pages (MADV_PAGEOUT, the reclaim
+ *    path memory pressure takes) or hpr_reclaim punching holes;
+ *  - partial releases leave THPs unsplit (AnonHugePages), LazyFree in smaps;
+ *  - a process in a memory cgroup survives an allocation that fits only
+ *    because released memory was reclaimed, and is killed without the
+ *    release (the control run proves the test can fail);
+ *  - reclaim gives a tmpfs file's blocks and hugetlb pages back;
+ *  - guard mode, locked regions, forked children, bad input.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+
+#define PG 4096UL
+
+enum which { W_THP, W_SHMEM_TMPFS, W_SHMEM_MEMFD, W_HUGETLB };
+
+static hpr_region *mk(enum which w, size_t size, unsigned flags, size_t budget)
+{
+	struct hpr_config c;
+	hpr_region *r;
+	int rc;
+
+	hpr_config_init(&c);
+	c.size = size;
+	c.flags = flags;
+	c.lazy_budget = budget;
+	c.name = "t-release";
+	switch (w) {
+	case W_THP:
+		c.backend = HPR_BACKEND_THP;
+		break;
+	case W_SHMEM_TMPFS:
+		c.backend = HPR_BACKEND_SHMEM;
+		c.path = t_mount_tmpfs("huge=always,size=1g");
+		break;
+	case W_SHMEM_MEMFD:
+		c.backend = HPR_BACKEND_SHMEM;
+		break;
+	case W_HUGETLB:
+		c.backend = HPR_BACKEND_HUGETLB;
+		t_hugetlb_pool(2048, size / (2 * MiB) + 8);
+		break;
+	}
+	rc = hpr_create(&c, &r);
+	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
+	return r;
+}
+
+/* Each 4 KiB page gets a tag that names its offset; a page holds its own
+ * tag in every word, or zeros. */
+static uint64_t tag(size_t off, size_t i, unsigned gen)
+{
+	return 0x5eed000000000000ULL ^ ((uint64_t)gen << 40) ^ (off << 4) ^ i;
+}
+
+static void fill(char *base, size_t off, size_t len, unsigned gen)
+{
+	for (size_t o = off; o < off + len; o += PG) {
+		uint64_t *w = (uint64_t *)(base + o);
+
+		for (size_t i = 0; i < PG / 8; i++)
+			w[i] = tag(o, i, gen);
+	}
+}
+
+/* 1: own tag, 0: all zero, -1: anything else */
+static int page_is(const char *base, size_t o, unsigned gen)
+{
+	const uint64_t *w = (const uint64_t *)(base + o);
+	int own = 1, zero = 1;
+
+	for (size_t i = 0; i < PG / 8; i++) {
+		if (w[i] != tag(o, i, gen))
+			own = 0;
+		if (w[i])
+			zero = 0;
+	}
+	return own ? 1 : zero ? 0 : -1;
+}
+
+/* Check [off, off+len): every 4 KiB page is its own tag or zero. */
+static void check_old_or_zero(const char *base, size_t off, size_t len, unsigned gen,
+			      size_t *nold, size_t *nzero)
+{
+	*nold = *nzero = 0;
+	for (size_t o = off; o < off + len; o += PG) {
+		int k = page_is(base, o, gen);
+
+		ck_assert_msg(k >= 0, "4 KiB page at %#zx holds data that is neither "
+				      "its own nor zeros",
+			      o);
+		if (k)
+			(*nold)++;
+		else
+			(*nzero)++;
+	}
+}
+
+static void check_intact(const char *base, size_t off, size_t len, unsigned gen)
+{
+	for (size_t o = off; o < off + len; o += PG)
+		ck_assert_msg(page_is(base, o, gen) == 1, "page at %#zx lost its data", o);
+}
+
+/*
+ * The data contract. Release most of the region; let the kernel discard
+ * part of it (THP: MADV_PAGEOUT, which runs the reclaim path memory
+ * pressure runs, on a range that does not line up with huge pages, so
+ * single 4 KiB pages go) or hpr_reclaim another part (file backends: holes);
+ * fault everything back; each 4 KiB page is its own data or zeros. Then
+ * the pages must be stable: another discard pass loses nothing.
+ */
+static void data_contract(enum which w)
+{
+	size_t size = 32 * MiB, hp;
+	hpr_region *r = mk(w, size, 0, 0);
+	char *b = hpr_base(r);
+	size_t nold, nzero, got = 0;
+	struct hpr_stats st;
+
+	hp = hpr_page_size(r);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	/* release all but the first huge page, which stays in use */
+	ck_assert_int_eq(hpr_release_lazy(r, hp, size - hp), 0);
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_uint_eq(st.pages_lazy, size / hp - 1);
+	if (w == W_THP) {
+		/* the kernel discards clean lazy-free pages: 1.5 huge pages
+		 * starting mid-page */
+		ck_assert_int_eq(madvise(b + 6 * hp + hp / 2, hp + hp / 2, MADV_PAGEOUT), 0);
+	}
+	ck_assert_int_eq(hpr_reclaim(r, 4 * hp, &got), 0);
+	ck_assert_uint_eq(got, 4 * hp);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	check_old_or_zero(b, 0, size, 1, &nold, &nzero);
+	/* the part in use, and released parts nobody discarded, kept data */
+	check_intact(b, 0, hp, 1);
+	check_intact(b, 5 * hp, hp, 1);
+	check_intact(b, 8 * hp, size - 8 * hp, 1);
+	if (w != W_THP)
+		check_intact(b, 5 * hp, size - 5 * hp, 1);
+	/* and the test saw the kernel discard something */
+	ck_assert_msg(nzero >= 4 * hp / PG, "only %zu zero pages: reclaim did nothing",
+		      nzero);
+	if (w == W_THP)
+		ck_assert_msg(nzero >= (4 * hp + hp + hp / 2) / PG,
+			      "MADV_PAGEOUT discarded nothing of the lazily freed range "
+			      "(%zu zero pages)",
+			      nzero);
+	/* stable after fault-in: a new discard pass must not touch them */
+	fill(b, 0, size, 2);
+	if (w == W_THP)
+		ck_assert_int_eq(madvise(b, size, MADV_PAGEOUT), 0);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, 0);
+	check_intact(b, 0, size, 2);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+
+START_TEST(contract_thp)
+{
+	data_contract(W_THP);
+}
+END_TEST
+
+START_TEST(contract_shmem_tmpfs)
+{
+	data_contract(W_SHMEM_TMPFS);
+}
+END_TEST
+
+START_TEST(contract_shmem_memfd)
+{
+	data_contract(W_SHMEM_MEMFD);
+}
+END_TEST
+
+START_TEST(contract_hugetlb)
+{
+	data_contract(W_HUGETLB);
+}
+END_TEST
+
+/* THP released lazily is LazyFree in smaps; fault-in cancels it and the
+ * data is still there when the kernel did not need the memory. */
+START_TEST(thp_lazyfree_in_smaps)
+{
+	size_t size = 16 * MiB;
+	hpr_region *r = mk(W_THP, size, 0, 0);
+	char *b = hpr_base(r);
+	struct t_smaps k;
+	struct hpr_stats st;
+	size_t nold, nzero;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_uint_eq(k.lazyfree, 0);
+	ck_assert_uint_eq(k.anon_huge, size);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_msg(k.lazyfree == size, "LazyFree %zu, released %zu", k.lazyfree, size);
+	ck_assert_uint_eq(k.anon_huge, size); /* MADV_FREE of whole PMDs: no split */
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_uint_eq(st.lazy, size);
+	ck_assert_uint_eq(st.pages_lazy, size / hpr_page_size(r));
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_msg(k.lazyfree == 0, "LazyFree %zu after fault-in", k.lazyfree);
+	check_old_or_zero(b, 0, size, 1, &nold, &nzero);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* Releasing half a huge page splits nothing and frees nothing; releasing
+ * the other half releases the whole page; a fault-in of part of a partly
+ * released page forgets the partial release. */
+START_TEST(thp_partial_unsplit)
+{
+	size_t size = 8 * MiB, hp;
+	hpr_region *r = mk(W_THP, size, 0, 0);
+	char *b = hpr_base(r);
+	struct t_smaps k;
+
+	hp = hpr_page_size(r);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_uint_eq(k.anon_huge, size);
+
+	ck_assert_int_eq(hpr_release_lazy(r, 0, hp / 2), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_uint_eq(k.anon_huge, size);
+	ck_assert_uint_eq(k.lazyfree, 0);
+	check_intact(b, 0, size, 1);
+
+	ck_assert_int_eq(hpr_release_lazy(r, hp / 2, hp / 2), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_uint_eq(k.anon_huge, size);
+	ck_assert_uint_eq(k.lazyfree, hp);
+
+	/* unaligned range over two pages: head and tail partial */
+	ck_assert_int_eq(hpr_release_lazy(r, hp + hp / 2, hp), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_uint_eq(k.lazyfree, hp);
+	ck_assert_uint_eq(k.anon_huge, size);
+	/* the rest of page 1 completes it; page 2 stays half released */
+	ck_assert_int_eq(hpr_release_lazy(r, hp, hp / 2), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_uint_eq(k.lazyfree, 2 * hp);
+
+	/* page 3: release a quarter, reuse part of it, release the rest:
+	 * the reuse forgot the quarter, so page 3 stays in use */
+	ck_assert_int_eq(hpr_release_lazy(r, 3 * hp, hp / 4), 0);
+	ck_assert_int_eq(hpr_fault_in(r, 3 * hp, PG), 0);
+	ck_assert_int_eq(hpr_release_lazy(r, 3 * hp + hp / 4, hp - hp / 4), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_uint_eq(k.lazyfree, 2 * hp);
+	ck_assert_uint_eq(k.anon_huge, size);
+	check_intact(b, 3 * hp, hp, 1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* ---- memory cgroup (v1) ---- */
+static char cg_dir[128];
+
+static void cg_write(const char *file, const char *val)
+{
+	char p[256];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", cg_dir, file);
+	fd = open(p, O_WRONLY);
+	ck_assert_msg(fd >= 0, "open %s: %s", p, strerror(errno));
+	ck_assert_msg(write(fd, val, strlen(val)) == (ssize_t)strlen(val), "write %s=%s: %s",
+		      p, val, strerror(errno));
+	close(fd);
+}
+
+static void cg_setup(size_t limit)
+{
+	char v[32];
+
+	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK))
+		t_skip("no cgroup v1 memory controller at /sys/fs/cgroup/memory");
+	snprintf(cg_dir, sizeof(cg_dir), "/sys/fs/cgroup/memory/hpr-test-%d", (int)getpid());
+	if (mkdir(cg_dir, 0755) && errno != EEXIST)
+		t_skip("mkdir %s: %s", cg_dir, strerror(errno));
+	snprintf(v, sizeof(v), "%zu", limit);
+	cg_write("memory.limit_in_bytes", v);
+}
+
+static void cg_teardown(void)
+{
+	/* the children are gone; their page cache charges move to the parent */
+	for (int i = 0; i < 50 && rmdir(cg_dir); i++)
+		usleep(100000);
+}
+
+/*
+ * In a child moved into the cgroup: fill a region of region_mb, release it
+ * (or not), then fault in a second region of alloc_mb. Exit 0 when the
+ * second allocation worked and the first region still faults back.
+ */
+static int cg_child(enum which w, size_t region, size_t alloc, bool release)
+{
+	hpr_region *r, *r2;
+	struct hpr_config c;
+	char v[32];
+	int rc;
+
+	snprintf(v, sizeof(v), "%d", (int)getpid());
+	{
+		char p[256];
+		int fd;
+
+		snprintf(p, sizeof(p), "%s/cgroup.procs", cg_dir);
+		fd = open(p, O_WRONLY);
+		if (fd < 0 || write(fd, v, strlen(v)) < 0)
+			_exit(10);
+		close(fd);
+	}
+	hpr_config_init(&c);
+	c.size = region;
+	c.backend = w == W_THP ? HPR_BACKEND_THP : HPR_BACKEND_SHMEM;
+	/* shmem: the library must reclaim, the kernel can't (no swap);
+	 * the budget does it as the release happens */
+	c.lazy_budget = w == W_THP ? 0 : 2 * MiB;
+	c.flags = HPR_F_FALLBACK;
+	if ((rc = hpr_create(&c, &r)))
+		_exit(11);
+	if ((rc = hpr_fault_in(r, 0, region)))
+		_exit(12);
+	fill(hpr_base(r), 0, region, 1);
+	if (release && hpr_release_lazy(r, 0, region))
+		_exit(13);
+	hpr_config_init(&c);
+	c.size = alloc;
+	c.backend = HPR_BACKEND_THP;
+	c.flags = HPR_F_FALLBACK;
+	if (hpr_create(&c, &r2))
+		_exit(14);
+	if (hpr_fault_in(r2, 0, alloc))
+		_exit(15); /* ENOMEM: the cgroup is full */
+	memset(hpr_base(r2), 1, alloc);
+	hpr_destroy(r2);
+	if (hpr_fault_in(r, 0, region))
+		_exit(16);
+	hpr_destroy(r);
+	_exit(0);
+}
+
+static int cg_run(enum which w, bool release)
+{
+	size_t limit = 192 * MiB, region = 128 * MiB, alloc = 128 * MiB;
+	pid_t pid;
+	int status;
+
+	cg_setup(limit);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		cg_child(w, region, alloc, release);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	cg_teardown();
+	if (WIFSIGNALED(status))
+		return -WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+static void cgroup_case(enum which w)
+{
+	int with = cg_run(w, true);
+	int without;
+
+	ck_assert_msg(with == 0, "with the release the child failed (%d: exit code "
+				 "or -signal)",
+		      with);
+	without = cg_run(w, false);
+	ck_assert_msg(without == -SIGKILL || without == 15,
+		      "without the release the child should be OOM-killed or get "
+		      "ENOMEM, got %d",
+		      without);
+}
+
+START_TEST(cgroup_thp)
+{
+	cgroup_case(W_THP);
+}
+END_TEST
+
+START_TEST(cgroup_shmem)
+{
+	cgroup_case(W_SHMEM_MEMFD);
+}
+END_TEST
+
+/* Reclaim gives the blocks of a tmpfs file back (fstat, statfs), and a
+ * release alone does not touch them (it is a state change only). */
+START_TEST(shmem_reclaim_frees_blocks)
+{
+	size_t size = 32 * MiB, got = 0;
+	const char *mnt = t_mount_tmpfs("huge=always,size=256m");
+	struct hpr_config c;
+	struct stat s0, s1, s2;
+	struct statfs f0, f2;
+	hpr_region *r;
+	int rc;
+
+	hpr_config_init(&c);
+	c.size = size;
+	c.backend = HPR_BACKEND_SHMEM;
+	c.path = mnt;
+	rc = hpr_create(&c, &r);
+	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(hpr_base(r), 0, size, 1);
+	ck_assert_int_eq(fstat(hpr_fd(r), &s0), 0);
+	ck_assert_int_eq(statfs(mnt, &f0), 0);
+	ck_assert_uint_eq((size_t)s0.st_blocks * 512, size);
+
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	ck_assert_int_eq(fstat(hpr_fd(r), &s1), 0);
+	ck_assert_uint_eq(s1.st_blocks, s0.st_blocks);
+	/* reuse before reclaim: the data is there */
+	ck_assert_int_eq(hpr_fault_in(r, 0, 2 * MiB), 0);
+	check_intact(hpr_base(r), 0, 2 * MiB, 1);
+
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, size - 2 * MiB);
+	ck_assert_int_eq(fstat(hpr_fd(r), &s2), 0);
+	ck_assert_int_eq(statfs(mnt, &f2), 0);
+	ck_assert_uint_eq((size_t)s2.st_blocks * 512, 2 * MiB);
+	ck_assert_msg((f2.f_bfree - f0.f_bfree) * (size_t)f0.f_bsize == size - 2 * MiB,
+		      "tmpfs free went up by %zu, expected %zu",
+		      (size_t)(f2.f_bfree - f0.f_bfree) * (size_t)f0.f_bsize, size - 2 * MiB);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* A lazy budget: releasing beyond it punches holes down to it. */
+START_TEST(shmem_lazy_budget)
+{
+	size_t size = 32 * MiB;
+	hpr_region *r = mk(W_SHMEM_TMPFS, size, 0, 8 * MiB);
+	struct hpr_stats st;
+	struct stat s;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_uint_eq(st.lazy, 8 * MiB);
+	ck_assert_uint_eq(st.reclaimed_bytes, size - 8 * MiB);
+	ck_assert_int_eq(fstat(hpr_fd(r), &s), 0);
+	ck_assert_uint_eq((size_t)s.st_blocks * 512, 8 * MiB);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+START_TEST(hugetlb_reclaim_frees_pages)
+{
+	size_t size = 16 * MiB, got = 0;
+	hpr_region *r = mk(W_HUGETLB, size, 0, 0);
+	unsigned long free0, free1, free2;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(hpr_base(r), 0, size, 1);
+	free0 = (unsigned long)t_meminfo("HugePages_Free");
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	free1 = (unsigned long)t_meminfo("HugePages_Free");
+	ck_assert_uint_eq(free1, free0);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, size);
+	free2 = (unsigned long)t_meminfo("HugePages_Free");
+	ck_assert_msg(free2 == free0 + size / (2 * MiB), "HugePages_Free %lu -> %lu",
+		      free0, free2);
+	/* and the pages come back (zeros) */
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	for (size_t o = 0; o < size; o += PG)
+		ck_assert_int_eq(page_is(hpr_base(r), o, 1), 0);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* Guard mode: a write to a released page without fault-in is SIGSEGV. */
+static void guard_case(enum which w)
+{
+	size_t size = 8 * MiB, got, nold, nzero;
+	hpr_region *r = mk(w, size, HPR_F_GUARD, 0);
+	char *b = hpr_base(r);
+	pid_t pid;
+	int status;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	ck_assert_int_eq(hpr_release_lazy(r, 2 * MiB, 2 * MiB), 0);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		b[0] = 1;	    /* in use: fine */
+		b[2 * MiB + 5] = 1; /* released: must crash */
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+		      "a write to a released page did not crash (status %#x)", status);
+	/* after fault-in it works */
+	ck_assert_int_eq(hpr_fault_in(r, 2 * MiB, 2 * MiB), 0);
+	check_old_or_zero(b, 2 * MiB, 2 * MiB, 1, &nold, &nzero);
+	b[2 * MiB + 5] = 1;
+	/* reclaimed pages stay guarded and come back too */
+	ck_assert_int_eq(hpr_release_lazy(r, 4 * MiB, 2 * MiB), 0);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, 2 * MiB);
+	pid = fork();
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		b[4 * MiB] = 1;
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+		      "a write to a reclaimed page did not crash (status %#x)", status);
+	ck_assert_int_eq(hpr_fault_in(r, 4 * MiB, 2 * MiB), 0);
+	check_old_or_zero(b, 4 * MiB, 2 * MiB, 1, &nold, &nzero);
+	ck_assert_uint_eq(nold, 0);
+	b[4 * MiB] = 1;
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+
+START_TEST(guard_thp)
+{
+	guard_case(W_THP);
+}
+END_TEST
+
+START_TEST(guard_shmem)
+{
+	guard_case(W_SHMEM_TMPFS);
+}
+END_TEST
+
+START_TEST(locked_refuses)
+{
+	size_t size = 8 * MiB;
+	hpr_region *r = mk(W_THP, size, HPR_F_LOCK, 0);
+	struct t_smaps k;
+	int rc;
+
+	rc = hpr_release_lazy(r, 0, size);
+	ck_assert_int_eq(rc, -EPERM);
+	ck_assert_msg(strstr(hpr_strerror(rc), "mlock") &&
+			      strstr(hpr_strerror(rc), "HPR_F_LOCK"),
+		      "message: %s", hpr_strerror(rc));
+	ck_assert_int_eq(t_smaps(hpr_base(r), size, &k), 0);
+	ck_assert_uint_eq(k.lazyfree, 0);
+	ck_assert_uint_eq(k.rss, size);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* THP: a forked child keeps what it saw at fork; the parent's later writes
+ * and releases (even discards) never reach it. */
+START_TEST(fork_thp_child_isolated)
+{
+	size_t size = 8 * MiB;
+	hpr_region *r = mk(W_THP, size, 0, 0);
+	char *b = hpr_base(r);
+	int go[2], status;
+	pid_t pid;
+	char x;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	ck_assert_int_eq(pipe(go), 0);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(go[1]);
+		if (read(go[0], &x, 1) != 1)
+			_exit(2);
+		for (size_t o = 0; o < size; o += PG)
+			if (page_is(b, o, 1) != 1)
+				_exit(1);
+		_exit(0);
+	}
+	close(go[0]);
+	fill(b, 0, 2 * MiB, 2); /* later write */
+	ck_assert_int_eq(hpr_release_lazy(r, 2 * MiB, size - 2 * MiB), 0);
+	madvise(b, size, MADV_PAGEOUT);
+	ck_assert_int_eq(hpr_reclaim(r, 0, NULL), 0);
+	ck_assert_int_eq(write(go[1], "g", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child saw the parent's later writes or releases (status %#x)", status);
+	check_intact(b, 0, 2 * MiB, 2);
+	close(go[1]);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* A private (non-SHARED) file-backed region is not inherited at all
+ * (MADV_DONTFORK); a SHARED one is, and the child sees later writes. */
+START_TEST(fork_shmem)
+{
+	size_t size = 4 * MiB;
+	hpr_region *p = mk(W_SHMEM_TMPFS, size, 0, 0);
+	hpr_region *s = mk(W_SHMEM_TMPFS, size, HPR_F_SHARED, 0);
+	char *pb = hpr_base(p), *sb = hpr_base(s);
+	int go[2], status;
+	pid_t pid;
+	char x;
+
+	ck_assert_int_eq(hpr_fault_in(p, 0, size), 0);
+	ck_assert_int_eq(hpr_fault_in(s, 0, size), 0);
+	fill(sb, 0, size, 1);
+	fill(pb, 0, size, 1);
+	ck_assert_int_eq(pipe(go), 0);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		unsigned char v;
+
+		close(go[1]);
+		if (read(go[0], &x, 1) != 1)
+			_exit(2);
+		/* private: not mapped in the child */
+		if (mincore(pb, PG, &v) == 0 || errno != ENOMEM)
+			_exit(3);
+		/* shared: the parent's later write is visible */
+		if (page_is(sb, 0, 2) != 1 || page_is(sb, PG, 1) != 1)
+			_exit(4);
+		_exit(0);
+	}
+	close(go[0]);
+	fill(sb, 0, PG, 2);
+	ck_assert_int_eq(write(go[1], "g", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
+		      status);
+	close(go[1]);
+	ck_assert_int_eq(hpr_destroy(p), 0);
+	ck_assert_int_eq(hpr_destroy(s), 0);
+}
+END_TEST
+
+/* HPR_F_PSI_RECLAIM: the reclaimer thread registers its trigger, runs
+ * alongside releases and reuse, and stops with the region. (Producing real
+ * memory stalls on demand is not reliable on a machine without swap, so
+ * the trigger firing is not tested here; the reclaim it runs is.) */
+START_TEST(psi_reclaimer_lifecycle)
+{
+	size_t size = 8 * MiB;
+	hpr_region *r = mk(W_SHMEM_TMPFS, size, HPR_F_PSI_RECLAIM, 0);
+	void *base = hpr_base(r);
+	unsigned char v;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(hpr_base(r), 0, size, 1);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	check_intact(hpr_base(r), 0, size, 1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	ck_assert_int_eq(mincore(base, 4096, &v), -1);
+	ck_assert_int_eq(errno, ENOMEM);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+	hpr_region *r = mk(W_THP, 4 * MiB, 0, 0);
+	size_t got = 7;
+	int rc;
+
+	rc = hpr_release_lazy(r, 4 * MiB, 1);
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_msg(strstr(hpr_strerror(rc), "outside"), "%s", hpr_strerror(rc));
+	ck_assert_int_eq(hpr_release_lazy(r, 1, SIZE_MAX), -EINVAL);
+	ck_assert_int_eq(hpr_release_lazy(NULL, 0, 1), -EINVAL);
+	ck_assert_int_eq(hpr_reclaim(NULL, 0, &got), -EINVAL);
+	ck_assert_uint_eq(got, 0);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, 0), 0);
+	/* releasing what was never faulted, twice, is harmless */
+	ck_assert_int_eq(hpr_release_lazy(r, 0, 4 * MiB), 0);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, 4 * MiB), 0);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, 0);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("release");
+	TCase *tc = tcase_create("release");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, contract_thp);
+	tcase_add_test(tc, contract_shmem_tmpfs);
+	tcase_add_test(tc, contract_shmem_memfd);
+	tcase_add_test(tc, contract_hugetlb);
+	tcase_add_test(tc, thp_lazyfree_in_smaps);
+	tcase_add_test(tc, thp_partial_unsplit);
+	tcase_add_test(tc, cgroup_thp);
+	tcase_add_test(tc, cgroup_shmem);
+	tcase_add_test(tc, shmem_reclaim_frees_blocks);
+	tcase_add_test(tc, shmem_lazy_budget);
+	tcase_add_test(tc, hugetlb_reclaim_frees_pages);
+	tcase_add_test(tc, guard_thp);
+	tcase_add_test(tc, guard_shmem);
+	tcase_add_test(tc, locked_refuses);
+	tcase_add_test(tc, fork_thp_child_isolated);
+	tcase_add_test(tc, fork_shmem);
+	tcase_add_test(tc, psi_reclaimer_lifecycle);
+	tcase_add_test(tc, bad_input);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+HPR_TEST_MAIN(suite, T_NEED_ROOT)
