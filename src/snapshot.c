@@ -16,15 +16,17 @@
  * (RLIMIT_MEMLOCK for non-root, old kernel) the I/O is unregistered.
  *
  * The data goes through an O_DIRECT descriptor reopened from
- * /proc/self/fd/N when the file system accepts it (ext4, xfs; tmpfs since
- * 6.6 accepts the flag and still copies through its page cache), else
- * through the caller's descriptor. Where io_uring_queue_init() fails
+ * /proc/self/fd/N when the file system accepts it (ext4, xfs), else
+ * through the caller's descriptor and the page cache (also on tmpfs, which
+ * accepts O_DIRECT since 6.6 but still copies through its page cache). Where io_uring_queue_init() fails
  * (kernel.io_uring_disabled, seccomp, ENOSYS) the same page functions use
  * pread/pwrite; hpr_stats().snapshot_io says which ran.
  *
  * Load validates the header, the table and the file's extents
  * (SEEK_HOLE) before it touches the region, then per page: fault in
- * (hpr__fault_page, so the table knows), read, verify the page's checksum. If
+ * (hpr__fault_page, so the table knows; with page-cache I/O the read's
+ * copy faults the page and the table is told after), read, verify the
+ * page's checksum. If
  * anything fails, pages that were absent before are discarded again, so a
  * failed load into a fresh region changes nothing; pages that had contents
  * and were overwritten are reported in *changed.
