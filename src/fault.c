@@ -479,9 +479,18 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
 	} else {
 		int h = -1;
 
-		if (r->backend != HPR_BACKEND_HUGETLB && !r->collapse_after)
+		if (r->backend != HPR_BACKEND_HUGETLB && !r->collapse_after) {
 			h = hpr__range_is_huge(r, r->base + hpr__page_off(r, a),
 					       n << r->page_shift);
+			/* no PAGEMAP_SCAN (6.1-6.6): one MADV_COLLAPSE over
+			 * the run answers for all of it (0: every page is
+			 * PMD-mapped) and pays its lru_add_drain_all once;
+			 * page by page only when it says no */
+			if (h < 0 && !r->degraded && hpr__caps()->info.have_collapse &&
+			    !hpr__os->madvise(r->base + hpr__page_off(r, a), n << r->page_shift,
+					      MADV_COLLAPSE))
+				h = 1;
+		}
 		for (size_t i = a; i < b; i++)
 			rcs[i - a] = huge_check_page(r, i, h == 1 ? 1 : -1);
 	}

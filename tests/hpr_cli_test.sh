@@ -223,6 +223,10 @@ has "$TMP/err" "needs root" "pool --set as nobody"
 expect 0 $AS_NOBODY "$TMP/hpr" pool
 expect 1 $AS_NOBODY "$TMP/hpr" mount "$TMP/m5"
 has "$TMP/err" "needs root" "mount as nobody"
+mkdir -m 1777 "$TMP/ww"
+expect 1 $AS_NOBODY "$TMP/hpr" mount "$TMP/ww/a/b"
+has "$TMP/err" "needs root" "mount as nobody in a writable dir"
+[ -e "$TMP/ww/a" ] && fail "a failed mount left the directories it made"
 if [ -n "$HOLD_PID" ]; then
 	expect 1 $AS_NOBODY "$TMP/hpr" stat $HOLD_PID
 	has "$TMP/err" "owner or as root" "stat of a root process as nobody"

@@ -146,6 +146,7 @@ static void check_sparse(int fd, size_t npages)
 static void check_loaded(hpr_region *r, uint64_t seed)
 {
 	struct hpr_stats st;
+	struct t_smaps k;
 	size_t ps = hpr_page_size(r);
 
 	for (size_t i = 0; i < NDATA; i++)
@@ -154,6 +155,10 @@ static void check_loaded(hpr_region *r, uint64_t seed)
 	ck_assert_uint_eq(resident(r), NDATA * ps);
 	ck_assert_int_eq(hpr_stats(r, &st), 0);
 	ck_assert_uint_eq(st.pages_present, NDATA);
+	/* and huge, per the kernel (a memfd may legitimately fall back) */
+	ck_assert_int_eq(t_smaps(hpr_base(r), hpr_size(r), &k), 0);
+	if (st.small_mapped == 0)
+		ck_assert_uint_eq(k.anon_huge + k.shmem_pmd + k.file_pmd + k.hugetlb, NDATA * ps);
 	/* holes read as zeros (and reading them does not count above) */
 	for (size_t p = 0; p < NPAGES; p++)
 		if (!is_data_page(p)) {

@@ -20,6 +20,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 static const char usage[] =
 	"usage: hpr mount DIR [--hugetlbfs] [--size SIZE] [--pagesize SIZE]\n"
@@ -33,12 +34,15 @@ static const char usage[] =
 	"  --mode MODE    octal mode of the mount's root (default 0700)\n"
 	"  --owner U[:G]  owner of the mount's root (default root)\n";
 
-/* mkdir -p with mode 0755 for the parents and DIR itself */
-static int mkdir_p(const char *dir)
+/* mkdir -p with mode 0755 for the parents and DIR itself. *created gets
+ * the offset in dir of the first directory this call made (0: none), so a
+ * failed mount can take them away again. */
+static int mkdir_p(const char *dir, size_t *created)
 {
 	char p[4096];
 	size_t n = strlen(dir);
 
+	*created = 0;
 	if (n >= sizeof(p))
 		return -ENAMETOOLONG;
 	memcpy(p, dir, n + 1);
@@ -46,11 +50,37 @@ static int mkdir_p(const char *dir)
 		if (p[i] != '/' && p[i] != '\0')
 			continue;
 		p[i] = '\0';
-		if (mkdir(p, 0755) && errno != EEXIST)
+		if (!mkdir(p, 0755)) {
+			if (!*created)
+				*created = i;
+		} else if (errno != EEXIST) {
 			return -errno;
+		}
 		p[i] = dir[i];
 	}
 	return 0;
+}
+
+/* Remove what mkdir_p made, deepest first. */
+static void rmdir_created(const char *dir, size_t created)
+{
+	char p[4096];
+	size_t n = strlen(dir);
+
+	if (!created || n >= sizeof(p))
+		return;
+	memcpy(p, dir, n + 1);
+	while (n >= created) {
+		while (n > 1 && p[n - 1] == '/')
+			p[--n] = '\0';
+		if (rmdir(p))
+			return;
+		while (n > 0 && p[n - 1] != '/')
+			n--;
+		if (n <= created)
+			return;
+		p[n] = '\0';
+	}
 }
 
 static int parse_owner(const char *s, long *uid, long *gid)
@@ -125,6 +155,7 @@ int cmd_mount(int argc, char **argv)
 	long uid = -1, gid = -1;
 	char data[256], a[32], offered[128], real[4096];
 	struct stat st;
+	size_t created = 0;
 	int c, rc;
 
 	opterr = 0;
@@ -220,7 +251,7 @@ int cmd_mount(int argc, char **argv)
 	if (gid >= 0)
 		snprintf(data + strlen(data), sizeof(data) - strlen(data), ",gid=%ld", gid);
 
-	rc = mkdir_p(dir);
+	rc = mkdir_p(dir, &created);
 	if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
 		return fail("cannot create %s: %s (mounting needs root anyway: run it as "
 			    "root)",
@@ -232,6 +263,8 @@ int cmd_mount(int argc, char **argv)
 	if (mount(htlb ? "hugetlbfs" : "hpr-tmpfs", dir, htlb ? "hugetlbfs" : "tmpfs",
 		  MS_NOSUID | MS_NODEV, data)) {
 		int e = errno;
+
+		rmdir_created(dir, created);
 
 		if (e == EPERM || e == EACCES)
 			return fail("mounting needs root (CAP_SYS_ADMIN): mount %s on %s: %s.\n"
