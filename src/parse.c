@@ -126,7 +126,9 @@ int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 		i++;
 		if (parse_hex(line, len, &i, &b) || b < a)
 			return -EINVAL;
-		p->in = a < p->hi && b > p->lo;
+		/* an empty or inverted window overlaps nothing (found by
+		 * fuzz_smaps: lo > hi made e - s wrap and frac huge) */
+		p->in = p->lo < p->hi && a < p->hi && b > p->lo;
 		if (p->in) {
 			uintptr_t s = a > p->lo ? a : p->lo;
 			uintptr_t e = b < p->hi ? b : p->hi;

@@ -18,6 +18,12 @@ START_TEST(smaps_bad)
 	ck_assert_int_eq(hpr__smaps_parse(S("0-1000 rw-p 0 0:0 0\nRss: 9223372036854775807 kB\n"),
 					  0, 0x1000, &s),
 			 -EINVAL);
+	/* found by fuzz_smaps: an inverted window wrapped the overlap */
+	ck_assert_int_eq(hpr__smaps_parse(S("10-7f0000400000 rw-p 0 0:0 0\nRss: 4096 kB\n"), 0x57,
+					  0x14, &s),
+			 0);
+	ck_assert_uint_eq(s.vmas, 0);
+	ck_assert_uint_eq(s.rss, 0);
 	ck_assert_int_eq(hpr__smaps_parse(S("1000-0 rw-p 0 0:0 0\n"), 0, ~(uintptr_t)0, &s),
 			 -EINVAL);
 	ck_assert_int_eq(hpr__smaps_parse(S("12345678901234567890-1 r\n"), 0, 1, &s), -EINVAL);
