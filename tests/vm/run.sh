@@ -188,7 +188,7 @@ run_config() { # config -> 0 pass, 1 fail
 		-smp "$smp" -m "${mem}G" "${numa[@]}" \
 		-kernel "$VMLINUZ" -initrd "$INITRD" -append "$append" \
 		-display none -monitor none -serial stdio -no-reboot -nodefaults \
-		</dev/null 2>&1 | tr -d '\r' | tee "$logf"
+		</dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$logf"
 	rc=${PIPESTATUS[0]}
 	set -e
 	line=$(grep -a '^VMRESULT ' "$logf" | tail -1 || true)
