@@ -415,6 +415,26 @@ int t_run_suite(Suite *s, unsigned needs)
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
+	{
+		/* t_skip() inside a forked test exits 77, which Check reports
+		 * as an error ("Early exit with return value 77"). When those
+		 * are the only failures the suite is a skip: the kernel lacks
+		 * a feature (the VM matrix's 6.1 guests count and report these;
+		 * with HPR_TEST_NO_SKIP t_skip exits 1 and stays a failure). */
+		TestResult **res = failed ? srunner_failures(sr) : NULL;
+		int skipped = 0;
+
+		for (int i = 0; res && i < failed; i++)
+			if (tr_rtype(res[i]) == CK_ERROR && tr_msg(res[i]) &&
+			    strstr(tr_msg(res[i]), "Early exit with return value 77"))
+				skipped++;
+		free(res);
+		if (failed && skipped == failed) {
+			fprintf(stderr, "SKIP: %d test(s) skipped, the rest passed\n", skipped);
+			srunner_free(sr);
+			return 77;
+		}
+	}
 	srunner_free(sr);
 	return failed ? 1 : 0;
 }
