@@ -89,8 +89,10 @@ struct hpr_config {
 	unsigned workers;	 /* fault-in threads; 0: one per allowed CPU */
 	size_t lazy_budget;	 /* shmem/hugetlb: lazily released bytes kept
 				    before reclaim punches holes; 0: no limit */
-	unsigned psi_stall_us;	 /* HPR_F_PSI_RECLAIM: "some" stall trigger per
-				    1 s window; 0: 100000 (100 ms) */
+	unsigned psi_stall_us;	 /* HPR_F_PSI_RECLAIM: "some" stall per 1 s
+				    window that triggers reclaim (doubled over
+				    a 2 s window without CAP_SYS_RESOURCE,
+				    Linux 6.5+); 0: 100000 (100 ms) */
 };
 
 HPR_API void hpr_config_init_sized(struct hpr_config *cfg, size_t struct_size);
