@@ -18,7 +18,8 @@
  *          resident ("warm": pure I/O + checksum, no page faults)
  * Disk runs use O_DIRECT for every variant (hpr_* by default, the loop by
  * opening O_DIRECT, fio direct=1), so the page cache plays no part and no
- * drop_caches is needed; tmpfs has no device, its "I/O" is the page cache.
+ * drop_caches is needed; tmpfs has no device, its "I/O" is the page cache
+ * (hpr treats it as page-cache I/O although it accepts O_DIRECT).
  * Fresh load targets are created right after touching and freeing as much
  * memory, so the host backs it (see warm()).
  * GB/s = bytes moved / wall time; fio's figure is its own bw_bytes (which
@@ -379,9 +380,9 @@ int main(int argc, char **argv)
 				printf("%9s", "-");
 			printf(" %7.2fx %7.2fx\n", m[V_HPR] / m[V_FIO], m[V_HPR] / m[V_LOOP]);
 		}
-	printf("(GB/s; disk = %s with O_DIRECT everywhere, tmpfs = %s; hpr load includes\n"
-	       " faulting and zeroing the fresh region's pages, fio reads into a reused\n"
-	       " buffer; hpr-warm loads into resident pages; hpr used: %s)\n",
+	printf("(GB/s; disk = %s with O_DIRECT everywhere, tmpfs = %s; hpr/loop load\n"
+	       " into a fresh region (faulting included), fio reads into a reused buffer,\n"
+	       " hpr-warm loads into resident pages; hpr used: %s)\n",
 	       fsdir[FS_DISK], fsdir[FS_TMPFS],
 	       io_seen == HPR_IO_URING ? "io_uring" : "pread/pwrite");
 	jf = json ? fopen(json, "w") : NULL;

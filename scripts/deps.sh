@@ -3,8 +3,13 @@
 # examples. Idempotent: does nothing when they are all there.
 set -e
 PKGS="build-essential g++ binutils cmake pkg-config libnuma-dev liburing-dev check numactl clang gnuplot-nox fio python3"
+# man page check (groff-base, man-db), format check and fuzzers
+# (clang-format, clang's libFuzzer runtime)
+PKGS="$PKGS groff-base man-db clang-format libclang-rt-dev"
 PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"
 missing=""
+# kvm-lite runs on real KVM inside a qemu TCG guest (tests/kvmlite-vm.sh)
+PKGS="$PKGS qemu-system-x86 busybox-static cpio"
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done

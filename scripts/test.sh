@@ -31,10 +31,12 @@ build() { # dir [cmake args...]
 
 echo "== build (warnings are errors) and test"
 build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
-run_ctest build-test -LE 'install|vm'
+run_ctest build-test -LE 'install|example|vm'
 # label "install" (consumer build against the installed tree, ABI check):
 # only here, the sanitizer builds' artefacts are not what we ship
 run_ctest build-test -L install
+echo "== examples (correctness, crash replay, bad input, standalone build)"
+run_ctest build-test -L example
 
 echo "== benchmarks, quick mode (they run; their timings are not judged)"
 bench/run --quick --build build-test --out build-test/bench-report

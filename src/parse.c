@@ -11,8 +11,7 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names,
-			  int nnames)
+int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names, int nnames)
 {
 	size_t i = 0;
 
@@ -110,6 +109,8 @@ static const struct {
 	{ "Swap:", offsetof(struct hpr__smaps_sum, swap) },
 };
 
+#define SMAPS_MAX_KB (1ULL << 52)
+
 int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 {
 	size_t i = 0;
@@ -125,7 +126,9 @@ int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 		i++;
 		if (parse_hex(line, len, &i, &b) || b < a)
 			return -EINVAL;
-		p->in = a < p->hi && b > p->lo;
+		/* an empty or inverted window overlaps nothing (found by
+		 * fuzz_smaps: lo > hi made e - s wrap and frac huge) */
+		p->in = p->lo < p->hi && a < p->hi && b > p->lo;
 		if (p->in) {
 			uintptr_t s = a > p->lo ? a : p->lo;
 			uintptr_t e = b < p->hi ? b : p->hi;
@@ -143,7 +146,9 @@ int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 
 		if (len < kl || memcmp(line, smaps_keys[k].key, kl))
 			continue;
-		if (hpr__parse_ulong(line + kl, len - kl, &v))
+		/* kB; anything past 2^52 kB (4 EiB) is not a real VMA and would
+		 * overflow the conversion to bytes (found by tests/fuzz) */
+		if (hpr__parse_ulong(line + kl, len - kl, &v) || v > SMAPS_MAX_KB)
 			return -EINVAL;
 		*(uint64_t *)((char *)&p->sum + smaps_keys[k].off) +=
 			(uint64_t)((double)v * 1024.0 * p->frac + 0.5);
@@ -152,7 +157,7 @@ int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 	if (len > 15 && !memcmp(line, "KernelPageSize:", 15)) {
 		unsigned long v;
 
-		if (hpr__parse_ulong(line + 15, len - 15, &v))
+		if (hpr__parse_ulong(line + 15, len - 15, &v) || v > SMAPS_MAX_KB)
 			return -EINVAL;
 		p->sum.kernel_page_size = (uint64_t)v * 1024;
 	}
@@ -180,8 +185,7 @@ int hpr__smaps_parse(const char *buf, size_t len, uintptr_t lo, uintptr_t hi,
 	return rc;
 }
 
-int hpr__meminfo_get(const char *buf, size_t len, const char *key,
-		     unsigned long long *out)
+int hpr__meminfo_get(const char *buf, size_t len, const char *key, unsigned long long *out)
 {
 	size_t kl = strlen(key);
 	size_t i = 0;
@@ -205,8 +209,7 @@ int hpr__meminfo_get(const char *buf, size_t len, const char *key,
 }
 
 /* Copy the next space-separated field, decoding \ooo escapes. */
-static int next_field(const char *line, size_t len, size_t *i, char *dst,
-		      size_t dlen)
+static int next_field(const char *line, size_t len, size_t *i, char *dst, size_t dlen)
 {
 	size_t o = 0;
 
@@ -217,12 +220,11 @@ static int next_field(const char *line, size_t len, size_t *i, char *dst,
 	while (*i < len && line[*i] != ' ') {
 		char c = line[*i];
 
-		if (c == '\\' && *i + 3 < len + 0 && line[*i + 1] >= '0' &&
-		    line[*i + 1] <= '3' && line[*i + 2] >= '0' &&
-		    line[*i + 2] <= '7' && line[*i + 3] >= '0' &&
+		if (c == '\\' && *i + 3 < len + 0 && line[*i + 1] >= '0' && line[*i + 1] <= '3' &&
+		    line[*i + 2] >= '0' && line[*i + 2] <= '7' && line[*i + 3] >= '0' &&
 		    line[*i + 3] <= '7') {
-			c = (char)((line[*i + 1] - '0') * 64 +
-				   (line[*i + 2] - '0') * 8 + (line[*i + 3] - '0'));
+			c = (char)((line[*i + 1] - '0') * 64 + (line[*i + 2] - '0') * 8 +
+				   (line[*i + 3] - '0'));
 			*i += 3;
 		}
 		if (dst) {
@@ -259,7 +261,7 @@ int hpr__mountinfo_line(const char *line, size_t len, struct hpr__mount *m)
 	if (hpr__parse_ulong(colon + 1, strlen(colon + 1), &v) || v > 0xfffff)
 		return -EINVAL;
 	m->minor = (unsigned)v;
-	if (next_field(line, len, &i, NULL, 0))
+	if (next_field(line, len, &i, m->root, sizeof(m->root)))
 		return -EINVAL;
 	if (next_field(line, len, &i, m->mnt_point, sizeof(m->mnt_point)))
 		return -EINVAL;
@@ -293,8 +295,8 @@ static size_t prefix_len(const char *mnt, const char *path)
 	return n;
 }
 
-int hpr__mountinfo_find(const char *buf, size_t len, unsigned major,
-			unsigned minor, const char *path, struct hpr__mount *out)
+int hpr__mountinfo_find(const char *buf, size_t len, unsigned major, unsigned minor,
+			const char *path, struct hpr__mount *out)
 {
 	size_t i = 0, best = 0;
 	bool found = false;
@@ -366,22 +368,28 @@ int hpr__parse_size(const char *s, uint64_t *out)
 	switch (s[i]) {
 	case '\0':
 		break;
-	case 'k': case 'K':
+	case 'k':
+	case 'K':
 		mul = 1ULL << 10;
 		break;
-	case 'm': case 'M':
+	case 'm':
+	case 'M':
 		mul = 1ULL << 20;
 		break;
-	case 'g': case 'G':
+	case 'g':
+	case 'G':
 		mul = 1ULL << 30;
 		break;
-	case 't': case 'T':
+	case 't':
+	case 'T':
 		mul = 1ULL << 40;
 		break;
 	default:
 		return -EINVAL;
 	}
-	if (s[i] && s[i + 1] && !(s[i + 1] == 'i' || s[i + 1] == 'B'))
+	/* optional "B", "i" or "iB" after the unit: 2M, 2MB, 2Mi, 2MiB */
+	if (s[i] && s[i + 1] && strcmp(s + i + 1, "B") && strcmp(s + i + 1, "i") &&
+	    strcmp(s + i + 1, "iB"))
 		return -EINVAL;
 	if (v && mul > UINT64_MAX / v)
 		return -EINVAL;

@@ -15,14 +15,12 @@
 
 /* "always [madvise] never" -> index of the bracketed word in names[], by
  * exact match; -EINVAL if none is bracketed or the word is unknown. */
-int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names,
-			  int nnames);
+int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names, int nnames);
 /* First unsigned decimal in buf ("123\n"); -EINVAL if none. */
 int hpr__parse_ulong(const char *buf, size_t len, unsigned long *out);
 
 struct hpr__smaps_sum {
-	uint64_t size, rss, anon_huge, shmem_pmd, file_pmd, hugetlb, lazyfree,
-		locked, swap;
+	uint64_t size, rss, anon_huge, shmem_pmd, file_pmd, hugetlb, lazyfree, locked, swap;
 	unsigned vmas;
 	uint64_t kernel_page_size; /* of the last matching VMA */
 };
@@ -43,11 +41,11 @@ int hpr__smaps_parse(const char *buf, size_t len, uintptr_t lo, uintptr_t hi,
 		     struct hpr__smaps_sum *out);
 
 /* "HugePages_Free:      12" -> 12; "Hugetlb: 2048 kB" -> 2048 (as written). */
-int hpr__meminfo_get(const char *buf, size_t len, const char *key,
-		     unsigned long long *out);
+int hpr__meminfo_get(const char *buf, size_t len, const char *key, unsigned long long *out);
 
 struct hpr__mount {
 	unsigned major, minor;
+	char root[256]; /* of the mount within its filesystem (bind mounts) */
 	char mnt_point[256];
 	char fstype[32];
 	char source[64];
@@ -59,8 +57,8 @@ struct hpr__mount {
 int hpr__mountinfo_line(const char *line, size_t len, struct hpr__mount *m);
 /* Find the mount whose device is major:minor (prefers the longest mount
  * point that prefixes path, when path is not NULL). 0 found, -ENOENT. */
-int hpr__mountinfo_find(const char *buf, size_t len, unsigned major,
-			unsigned minor, const char *path, struct hpr__mount *out);
+int hpr__mountinfo_find(const char *buf, size_t len, unsigned major, unsigned minor,
+			const char *path, struct hpr__mount *out);
 /* Value of option key in a comma list "rw,size=1g,huge=always" into val;
  * 1 found with value, 0 found bare, -ENOENT absent. */
 int hpr__opt_get(const char *opts, const char *key, char *val, size_t vlen);

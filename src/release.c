@@ -15,8 +15,9 @@
  *  shmem / hugetlb (no MADV_FREE there): the release is a state change only:
  *  no syscall, no TLB flush (the "volatile ranges" idea). Reuse before
  *  reclaim costs nothing. Reclaim punches holes (FALLOC_FL_PUNCH_HOLE) when
- *  hpr_reclaim() asks, when the lazy budget is exceeded, or when the PSI
- *  trigger on /proc/pressure/memory fires (HPR_F_PSI_RECLAIM).
+ *  hpr_reclaim() asks, when the lazy budget is exceeded, or when a PSI
+ *  trigger fires (HPR_F_PSI_RECLAIM): on the caller's cgroup v2
+ *  memory.pressure, or /proc/pressure/memory in the root cgroup.
  *
  * Reclaim and reuse of one huge page serialize on its fault-table slot: a
  * page being reclaimed is BUSY, and a page faulted back is PRESENT, which
@@ -321,23 +322,76 @@ int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 }
 
 /* ---- PSI-driven reclaimer (HPR_F_PSI_RECLAIM) ---- */
+
+/*
+ * The pressure file to watch: the caller's cgroup v2 memory.pressure when it
+ * is in a cgroup other than the root (a container's limit is what the
+ * region should yield to), else the system's /proc/pressure/memory. PSI is
+ * accounted per cgroup of the unified hierarchy even when the memory
+ * controller itself is on v1. Opened O_RDWR: a trigger is written to it.
+ */
+static int open_pressure(char *path, size_t len)
+{
+	static const char *const roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
+	char buf[4096];
+	ssize_t got = hpr__os->read_file("/proc/self/cgroup", buf, sizeof(buf));
+
+	if (got > 0) {
+		for (char *line = buf; line && *line;) {
+			char *nl = strchr(line, '\n');
+
+			if (nl)
+				*nl = 0;
+			if (!strncmp(line, "0::", 3) && strcmp(line + 3, "/")) {
+				for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+					int fd;
+
+					snprintf(path, len, "%s%s/memory.pressure", roots[i],
+						 line + 3);
+					fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+					if (fd >= 0)
+						return fd;
+				}
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	snprintf(path, len, "/proc/pressure/memory");
+	return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+}
+
 static void *reclaimer_main(void *arg)
 {
 	hpr_region *r = arg;
-	char trig[64];
+	char trig[64], path[512];
 	struct pollfd pf[2];
+	bool ok;
 	int fd;
 
-	fd = open("/proc/pressure/memory", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
+	fd = open_pressure(path, sizeof(path));
+	if (fd < 0) {
+		hpr__log(HPR_LOG_WARN, "region '%s': cannot open %s: %s", r->name, path,
+			 strerror(errno));
 		return NULL;
+	}
 	snprintf(trig, sizeof(trig), "some %u 1000000", r->psi_stall_us);
-	if (write(fd, trig, strlen(trig) + 1) < 0) {
-		hpr__log(HPR_LOG_WARN, "region '%s': PSI trigger '%s' refused: %s",
-			 r->name, trig, strerror(errno));
+	ok = write(fd, trig, strlen(trig) + 1) >= 0;
+	if (!ok && errno == EINVAL) {
+		/* Linux 6.5+: without CAP_SYS_RESOURCE the window must be a
+		 * multiple of 2 s; keep the same share of stall over 2 s */
+		unsigned long long us = 2ULL * r->psi_stall_us;
+
+		snprintf(trig, sizeof(trig), "some %llu 2000000", us < 2000000 ? us : 1999999);
+		ok = write(fd, trig, strlen(trig) + 1) >= 0;
+	}
+	if (!ok) {
+		hpr__log(HPR_LOG_WARN, "region '%s': PSI trigger '%s' on %s refused: %s",
+			 r->name, trig, path, strerror(errno));
 		close(fd);
 		return NULL;
 	}
+	hpr__log(HPR_LOG_INFO, "region '%s': reclaiming on memory pressure from %s (%s)",
+		 r->name, path, trig);
 	pf[0].fd = fd;
 	pf[0].events = POLLPRI;
 	pf[1].fd = r->reclaimer_pipe[0];

@@ -16,15 +16,17 @@
  * (RLIMIT_MEMLOCK for non-root, old kernel) the I/O is unregistered.
  *
  * The data goes through an O_DIRECT descriptor reopened from
- * /proc/self/fd/N when the file system accepts it (ext4, xfs; tmpfs since
- * 6.6 accepts the flag and still copies through its page cache), else
- * through the caller's descriptor. Where io_uring_queue_init() fails
+ * /proc/self/fd/N when the file system accepts it (ext4, xfs), else
+ * through the caller's descriptor and the page cache (also on tmpfs, which
+ * accepts O_DIRECT since 6.6 but still copies through its page cache). Where io_uring_queue_init() fails
  * (kernel.io_uring_disabled, seccomp, ENOSYS) the same page functions use
  * pread/pwrite; hpr_stats().snapshot_io says which ran.
  *
  * Load validates the header, the table and the file's extents
  * (SEEK_HOLE) before it touches the region, then per page: fault in
- * (hpr__fault_page, so the table knows), read, verify the page's xxh64. If
+ * (hpr__fault_page, so the table knows; with page-cache I/O the read's
+ * copy faults the page and the table is told after), read, verify the
+ * page's checksum. If
  * anything fails, pages that were absent before are discarded again, so a
  * failed load into a fresh region changes nothing; pages that had contents
  * and were overwritten are reported in *changed.
@@ -43,6 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #define SNAP_QD 8		 /* chunk I/Os in flight per ring */
@@ -51,88 +54,6 @@
 #define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
 
 size_t hpr__snap_chunk = 2UL << 20;
-
-/* ---- XXH64 (Yann Collet's xxHash, 64-bit variant) ---- */
-#define P1 0x9E3779B185EBCA87ULL
-#define P2 0xC2B2AE3D27D4EB4FULL
-#define P3 0x165667B19E3779F9ULL
-#define P4 0x85EBCA77C2B2AE63ULL
-#define P5 0x27D4EB2F165667C5ULL
-
-static inline uint64_t rotl64(uint64_t x, int r)
-{
-	return (x << r) | (x >> (64 - r));
-}
-
-static inline uint64_t rd64(const unsigned char *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
-static inline uint32_t rd32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static inline uint64_t xround(uint64_t acc, uint64_t in)
-{
-	acc += in * P2;
-	acc = rotl64(acc, 31);
-	return acc * P1;
-}
-
-static inline uint64_t xmerge(uint64_t h, uint64_t v)
-{
-	h ^= xround(0, v);
-	return h * P1 + P4;
-}
-
-uint64_t hpr__xxh64(const void *data, size_t len, uint64_t seed)
-{
-	const unsigned char *p = data, *end = p + len;
-	uint64_t h;
-
-	if (len >= 32) {
-		uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-		const unsigned char *lim = end - 32;
-
-		do {
-			v1 = xround(v1, rd64(p));
-			v2 = xround(v2, rd64(p + 8));
-			v3 = xround(v3, rd64(p + 16));
-			v4 = xround(v4, rd64(p + 24));
-			p += 32;
-		} while (p <= lim);
-		h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
-		h = xmerge(h, v1);
-		h = xmerge(h, v2);
-		h = xmerge(h, v3);
-		h = xmerge(h, v4);
-	} else {
-		h = seed + P5;
-	}
-	h += len;
-	for (; p + 8 <= end; p += 8)
-		h = rotl64(h ^ xround(0, rd64(p)), 27) * P1 + P4;
-	if (p + 4 <= end) {
-		h = rotl64(h ^ ((uint64_t)rd32(p) * P1), 23) * P2 + P3;
-		p += 4;
-	}
-	for (; p < end; p++)
-		h = rotl64(h ^ (*p * P5), 11) * P1;
-	h ^= h >> 33;
-	h *= P2;
-	h ^= h >> 29;
-	h *= P3;
-	h ^= h >> 32;
-	return h;
-}
 
 static bool is_zero(const void *p, size_t len)
 {
@@ -177,6 +98,7 @@ struct snap_ctx {
 struct snap_op {
 	hpr_region *r;
 	bool save;
+	bool direct;	/* op->fd is an O_DIRECT reopen */
 	bool uring;	/* io_uring works (probed by the caller's ring) */
 	int fd;		/* data I/O: the O_DIRECT reopen or the caller's */
 	uint64_t id;
@@ -197,6 +119,7 @@ struct snap_op {
 #define PG_BEFORE 1  /* had contents before the load */
 #define PG_FAULTED 2 /* we faulted it in */
 #define PG_WRITTEN 4 /* a read into it was issued */
+#define PG_LATE 8    /* absent: the read faults it in, the table is told after */
 
 static _Atomic uint64_t op_ids;
 static __thread uint64_t tls_op;
@@ -272,7 +195,7 @@ static uint64_t file_off(const struct snap_op *op, size_t idx, size_t off)
 static int verify_page(struct snap_op *op, size_t idx)
 {
 	hpr_region *r = op->r;
-	uint64_t sum = hpr__xxh64(r->base + hpr__page_off(r, idx), r->page_size, idx);
+	uint64_t sum = hpr__page_sum(r->base + hpr__page_off(r, idx), r->page_size, idx);
 
 	if (sum != op->tab[idx].sum)
 		return op_fail(op, -EBADMSG,
@@ -281,6 +204,19 @@ static int verify_page(struct snap_op *op, size_t idx)
 			       idx, hpr__page_off(r, idx),
 			       (unsigned long long)file_off(op, idx, 0));
 	return 0;
+}
+
+/* A page's data is in: tell the fault table about a page the read
+ * faulted in (PG_LATE), then verify. */
+static int page_landed(struct snap_op *op, size_t idx)
+{
+	if (op->pg[idx] & PG_LATE) {
+		int err = hpr__fault_page(op->r, idx, NULL);
+
+		if (err)
+			return op_fail(op, err, "%s", hpr_strerror(err));
+	}
+	return verify_page(op, idx);
 }
 
 /* Synchronous I/O of one page: the fallback path, and the path of a
@@ -313,7 +249,7 @@ static int sync_page(struct snap_op *op, size_t idx)
 				       "unexpected end of file: the file was truncated");
 		done += (size_t)n;
 	}
-	return op->save ? 0 : verify_page(op, idx);
+	return op->save ? 0 : page_landed(op, idx);
 }
 
 static int queue_io(struct snap_op *op, struct snap_ctx *c, struct snap_io *io)
@@ -347,7 +283,7 @@ static void trk_done(struct snap_op *op, struct snap_trk *t)
 {
 	t->busy = false;
 	if (!op->save && !atomic_load(&op->err))
-		verify_page(op, t->idx);
+		page_landed(op, t->idx);
 }
 
 /* Wait for one completion and handle it: resubmit the rest of a short
@@ -452,7 +388,9 @@ static int page_io(struct snap_op *op, size_t idx)
 	t->busy = true;
 	t->all_submitted = false;
 	t->inflight = 0;
-	buf = reg_slot(op, c, idx);
+	/* a page the read will fault in is not pinned first: pinning would
+	 * fault (zero) it here, away from the copy that fills it */
+	buf = !op->save && (op->pg[idx] & PG_LATE) ? -1 : reg_slot(op, c, idx);
 	for (size_t off = 0; off < size; off += SNAP_CHUNK) {
 		struct snap_io *io = NULL;
 
@@ -527,7 +465,7 @@ static int save_page(hpr_region *r, size_t idx, void *arg)
 		e->flags = HPR__SNAP_PG_ZERO;
 		return 0;
 	}
-	e->sum = hpr__xxh64(p, r->page_size, idx);
+	e->sum = hpr__page_sum(p, r->page_size, idx);
 	e->flags = HPR__SNAP_PG_DATA;
 	return page_io(op, idx);
 }
@@ -541,7 +479,13 @@ static int load_page(hpr_region *r, size_t idx, void *arg)
 		return err;
 	if (!(op->tab[idx].flags & HPR__SNAP_PG_DATA))
 		return 0;
-	if (atomic_load(&r->state[idx]) != HPR_PS_PRESENT) {
+	if (atomic_load(&r->state[idx]) == HPR_PS_ABSENT && !op->direct) {
+		/* page-cache I/O copies into the mapping: let that copy fault
+		 * the page in (zeroing it just before it is overwritten, cache
+		 * hot, as a plain read() would), then record it in the fault
+		 * table (populate finds it present: no second zeroing) */
+		op->pg[idx] |= PG_FAULTED | PG_LATE;
+	} else if (atomic_load(&r->state[idx]) != HPR_PS_PRESENT) {
 		err = hpr__fault_page(r, idx, NULL);
 		if (err)
 			return op_fail(op, err, "%s", hpr_strerror(err));
@@ -679,6 +623,15 @@ static int open_data_fd(int fd, bool write, unsigned flags)
 	return dfd; /* -1: EINVAL (no O_DIRECT here), no /proc: page cache */
 }
 
+/* tmpfs accepts O_DIRECT since 6.6 but still copies through its page
+ * cache: treat it as page-cache I/O. */
+static bool fs_is_tmpfs(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+}
+
 static int op_init(struct snap_op *op, hpr_region *r, bool save, int fd, unsigned flags)
 {
 	memset(op, 0, sizeof(*op));
@@ -766,8 +719,13 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 		goto out;
 	op.data_off = data_off;
 	dfd = open_data_fd(fd, true, flags);
-	if (dfd >= 0)
+	if (dfd >= 0 && !fs_is_tmpfs(dfd)) {
 		op.fd = dfd;
+		op.direct = true;
+	} else if (dfd >= 0) {
+		close(dfd);
+		dfd = -1;
+	}
 	rc = op_run(&op, save_page);
 	if (dfd >= 0)
 		close(dfd);
@@ -998,8 +956,13 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 			op.pg[i] |= PG_BEFORE;
 
 	dfd = open_data_fd(fd, false, flags);
-	if (dfd >= 0)
+	if (dfd >= 0 && !fs_is_tmpfs(dfd)) {
 		op.fd = dfd;
+		op.direct = true;
+	} else if (dfd >= 0) {
+		close(dfd);
+		dfd = -1;
+	}
 	rc = op_run(&op, load_page);
 	if (dfd >= 0)
 		close(dfd);

@@ -43,7 +43,7 @@ struct hpr__snap_hdr {
 #define HPR__SNAP_PG_ALL_ (HPR__SNAP_PG_DATA | HPR__SNAP_PG_ZERO)
 
 struct hpr__snap_ent {
-	uint64_t sum;	/* xxh64(page, seed = page index); 0 for holes */
+	uint64_t sum;	/* hpr__page_sum(page, page index); 0 for holes */
 	uint32_t flags; /* HPR__SNAP_PG_* */
 	uint32_t reserved;
 };
@@ -54,5 +54,11 @@ extern size_t hpr__snap_chunk;
 
 /* XXH64 (the xxHash 64-bit algorithm), implemented in snapshot.c. */
 uint64_t hpr__xxh64(const void *p, size_t len, uint64_t seed);
+/* CRC32C (Castagnoli, the iSCSI/ext4 CRC: init and final xor ~0). */
+uint32_t hpr__crc32c(const void *p, size_t len);
+/* A page's checksum: xxh64(seed = idx) of the four little-endian CRC32Cs
+ * of its quarters (len / 4 rounded down to 8 bytes; the last quarter takes
+ * the remainder). */
+uint64_t hpr__page_sum(const void *p, size_t len, uint64_t idx);
 
 #endif

@@ -47,7 +47,7 @@ START_TEST(nodestring_invalid)
 		"0 ", "5",	"0-5",	"64",	 "99999999999999999999", "all,0", "!0",
 		"+0", "0-1-2", "0x0", ",0", "0;1",
 	};
-	int pfd[2], saved, maps = t_maps_count();
+	int pfd[2], saved, maps = 0;
 	char buf[256];
 	ssize_t n;
 
@@ -55,7 +55,12 @@ START_TEST(nodestring_invalid)
 	fflush(stderr);
 	saved = dup(2);
 	dup2(pfd[1], 2);
+	/* two passes, the second measured: one-time lazy setup (probe cache,
+	 * sanitizer allocator arenas) is not a leak; a per-call leak shows */
+	for (int pass = 0; pass < 2; pass++)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (pass == 1 && i == 0)
+			maps = t_maps_count();
 		for (int pol = HPR_NUMA_DEFAULT; pol <= HPR_NUMA_PREFERRED; pol++) {
 			hpr_region *r = (hpr_region *)1;
 			int rc = mk(HPR_BACKEND_THP, NULL, 4 * MiB, pol, bad[i], 1, &r);
@@ -281,6 +286,8 @@ START_TEST(hugetlb_node_pool)
 	t_hugetlb_pool(2048, 0);
 	t_sysfs_set("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
 		    "0");
+	/* measure the second of two equal calls (lazy one-time setup) */
+	mk(HPR_BACKEND_HUGETLB, NULL, 8 * MiB, HPR_NUMA_BIND, "0", 1, &r);
 	maps = t_maps_count();
 	rc = mk(HPR_BACKEND_HUGETLB, NULL, 8 * MiB, HPR_NUMA_BIND, "0", 1, &r);
 	ck_assert_int_eq(rc, -ENOMEM);
@@ -293,6 +300,8 @@ START_TEST(hugetlb_node_pool)
 	fake = hpr__os_real;
 	fake.read_file = fake_read_file;
 	hpr__os_set(&fake);
+	mk(HPR_BACKEND_HUGETLB, NULL, 8 * MiB, HPR_NUMA_BIND, "0", 1, &r);
+	maps = t_maps_count();
 	rc = mk(HPR_BACKEND_HUGETLB, NULL, 8 * MiB, HPR_NUMA_BIND, "0", 1, &r);
 	ck_assert_int_eq(rc, -ENOMEM);
 	ck_assert_ptr_nonnull(strstr(hpr_strerror(rc), "bound NUMA nodes have 0 free"));

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -689,6 +690,101 @@ START_TEST(psi_reclaimer_lifecycle)
 }
 END_TEST
 
+/* The reclaimer watches the caller's cgroup v2 memory.pressure when it is
+ * in a cgroup, the system's /proc/pressure/memory in the root. */
+static char psi_msg[512];
+static pthread_mutex_t psi_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void psi_log(enum hpr_log_level lvl, const char *msg, void *arg)
+{
+	(void)lvl;
+	(void)arg;
+	pthread_mutex_lock(&psi_mu);
+	if (strstr(msg, "reclaiming on memory pressure from"))
+		snprintf(psi_msg, sizeof(psi_msg), "%s", msg);
+	pthread_mutex_unlock(&psi_mu);
+}
+
+static bool psi_wait(const char *want)
+{
+	for (int i = 0; i < 200; i++) {
+		bool ok;
+
+		pthread_mutex_lock(&psi_mu);
+		ok = psi_msg[0] && strstr(psi_msg, want);
+		pthread_mutex_unlock(&psi_mu);
+		if (ok)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+START_TEST(psi_watches_own_cgroup)
+{
+	const char *v2 = !access("/sys/fs/cgroup/unified/cgroup.procs", F_OK)
+				 ? "/sys/fs/cgroup/unified"
+			 : !access("/sys/fs/cgroup/cgroup.controllers", F_OK) ? "/sys/fs/cgroup"
+									     : NULL;
+	char dir[256], want[300], self[512] = "";
+	hpr_region *r;
+	pid_t pid;
+	int status;
+
+	if (!v2)
+		t_skip("no cgroup v2 hierarchy mounted");
+	{
+		FILE *f = fopen("/proc/self/cgroup", "re");
+		char line[512];
+
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "0::", 3))
+				snprintf(self, sizeof(self), "%s", line + 3);
+		if (f)
+			fclose(f);
+		self[strcspn(self, "\n")] = 0;
+	}
+	hpr_set_log(psi_log, NULL);
+	if (!strcmp(self, "/")) {
+		/* in the root cgroup: the system's pressure */
+		r = mk(W_SHMEM_MEMFD, 4 * MiB, HPR_F_FALLBACK | HPR_F_PSI_RECLAIM, 0);
+		ck_assert_msg(psi_wait("/proc/pressure/memory"), "log: '%s'", psi_msg);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+	}
+	snprintf(dir, sizeof(dir), "%s/hpr-test-psi-%d", v2, (int)getpid());
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		t_skip("mkdir %s: %s", dir, strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char p[300], v[32];
+		int fd;
+
+		snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+		snprintf(v, sizeof(v), "%d", (int)getpid());
+		fd = open(p, O_WRONLY);
+		if (fd < 0 || write(fd, v, strlen(v)) < 0)
+			_exit(10);
+		close(fd);
+		psi_msg[0] = 0;
+		snprintf(want, sizeof(want), "hpr-test-psi-%d/memory.pressure", (int)getppid());
+		r = mk(W_SHMEM_MEMFD, 4 * MiB, HPR_F_FALLBACK | HPR_F_PSI_RECLAIM, 0);
+		if (!psi_wait(want)) {
+			fprintf(stderr, "log: '%s', wanted '%s'\n", psi_msg, want);
+			_exit(11);
+		}
+		hpr_destroy(r);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	rmdir(dir);
+	hpr_set_log(NULL, NULL);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child in a cgroup did not watch its memory.pressure (status %#x)", status);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
 	hpr_region *r = mk(W_THP, 4 * MiB, 0, 0);
@@ -735,6 +831,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, fork_thp_child_isolated);
 	tcase_add_test(tc, fork_shmem);
 	tcase_add_test(tc, psi_reclaimer_lifecycle);
+	tcase_add_test(tc, psi_watches_own_cgroup);
 	tcase_add_test(tc, bad_input);
 	suite_add_tcase(s, tc);
 	return s;

@@ -146,6 +146,7 @@ static void check_sparse(int fd, size_t npages)
 static void check_loaded(hpr_region *r, uint64_t seed)
 {
 	struct hpr_stats st;
+	struct t_smaps k;
 	size_t ps = hpr_page_size(r);
 
 	for (size_t i = 0; i < NDATA; i++)
@@ -154,6 +155,10 @@ static void check_loaded(hpr_region *r, uint64_t seed)
 	ck_assert_uint_eq(resident(r), NDATA * ps);
 	ck_assert_int_eq(hpr_stats(r, &st), 0);
 	ck_assert_uint_eq(st.pages_present, NDATA);
+	/* and huge, per the kernel (a memfd may legitimately fall back) */
+	ck_assert_int_eq(t_smaps(hpr_base(r), hpr_size(r), &k), 0);
+	if (st.small_mapped == 0)
+		ck_assert_uint_eq(k.anon_huge + k.shmem_pmd + k.file_pmd + k.hugetlb, NDATA * ps);
 	/* holes read as zeros (and reading them does not count above) */
 	for (size_t p = 0; p < NPAGES; p++)
 		if (!is_data_page(p)) {
@@ -207,6 +212,23 @@ START_TEST(xxh64_vectors)
 	/* reference values of XXH64 (xxhash.h) */
 	ck_assert_uint_eq(hpr__xxh64("", 0, 0), 0xEF46DB3751D8E999ULL);
 	ck_assert_uint_eq(hpr__xxh64("abc", 3, 0), 0x44BC2CF5AD770999ULL);
+	/* the CRC-32C check value (RFC 3720 / the CRC catalogue) */
+	ck_assert_uint_eq(hpr__crc32c("123456789", 9), 0xE3069283u);
+	/* the page sum: the hardware lanes agree with the definition */
+	{
+		size_t len = 2 * MiB + 40, q = len / 4 & ~(size_t)7;
+		unsigned char *b = malloc(len);
+		uint32_t c[4];
+
+		for (size_t i = 0; i < len; i++)
+			b[i] = (unsigned char)(i * 131 + (i >> 9));
+		for (int k = 0; k < 4; k++)
+			c[k] = htole32(hpr__crc32c(b + k * q, k < 3 ? q : len - 3 * q));
+		ck_assert_uint_eq(hpr__page_sum(b, len, 77), hpr__xxh64(c, sizeof(c), 77));
+		b[len / 2] ^= 1;
+		ck_assert_uint_ne(hpr__page_sum(b, len, 77), hpr__xxh64(c, sizeof(c), 77));
+		free(b);
+	}
 }
 END_TEST
 

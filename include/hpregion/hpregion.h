@@ -211,7 +211,7 @@ HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
  *
  * hpr_save() writes the region's contents to fd, a regular file opened for
  * writing (not O_APPEND), which it truncates and rewrites: a header, a page
- * table with an xxh64 checksum per huge page, and each huge page that holds
+ * table with a checksum per huge page, and each huge page that holds
  * data at a page-size-aligned offset. Pages that were never faulted, were
  * released (hpr_release_lazy: their contents are undefined) or are all
  * zeros are holes: nothing is written there, so the file is sparse. The

@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The database: the data dir check, open (tables, commit log replay),
+ * close, put, get, the memtable switch, and stats. The tables, the flusher
+ * and the compactor are in lsm.c; struct kv_db is in db.h.
+ */
+#define _GNU_SOURCE
+#include "db.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#define TMPFS_MAGIC_ 0x01021994
+
+void kv__note(struct kv_db *db, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (db->o.quiet)
+		return;
+	va_start(ap, fmt);
+	fprintf(stderr, "kv[%s]: ", db->dir);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static pthread_mutex_t *stripe(struct kv_db *db, uint64_t key)
+{
+	/* same hash and mask as the row cache's buckets: see rowcache.c */
+	return &db->stripes[kv_hash64(key) & (NSTRIPES - 1)];
+}
+
+/* ---- the data directory ---- */
+
+static const char *fs_name(long t)
+{
+	switch (t) {
+	case 0xEF53:
+		return "ext4";
+	case 0x58465342:
+		return "xfs";
+	case 0x9123683E:
+		return "btrfs";
+	case 0x794c7630:
+		return "overlayfs";
+	case 0x958458f6:
+		return "hugetlbfs";
+	}
+	return "a disk file system";
+}
+
+/* huge= of the tmpfs holding dir, from /proc/self/mountinfo */
+static void tmpfs_huge(const char *dir, char *out, size_t n)
+{
+	char real[PATH_MAX], line[4096];
+	size_t best = 0;
+	FILE *f;
+
+	snprintf(out, n, "never");
+	if (!realpath(dir, real) || !(f = fopen("/proc/self/mountinfo", "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char mp[PATH_MAX], *sep, *opt;
+		size_t l;
+
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+			continue;
+		l = strlen(mp);
+		if (strncmp(real, mp, l) || (real[l] != '/' && real[l] && l > 1) || l < best)
+			continue;
+		best = l;
+		snprintf(out, n, "never");
+		sep = strstr(line, " - ");
+		if (sep && (opt = strstr(sep, "huge="))) {
+			opt += 5;
+			snprintf(out, n, "%.*s", (int)strcspn(opt, ", \n"), opt);
+		}
+	}
+	fclose(f);
+}
+
+int kv_check_dir(const char *dir, bool allow_disk, char *desc, size_t dlen)
+{
+	struct statfs sf;
+	struct stat st;
+	char huge[32];
+
+	if (!dir || !*dir)
+		return kv_fail(-EINVAL, "no data directory given: pass --data DIR, a "
+					"directory on a tmpfs mounted huge=always");
+	if (stat(dir, &st))
+		return kv_fail(-errno, "data directory %s: %s: create it on a tmpfs "
+				       "mounted huge=always (mkdir -p %s && mount -t tmpfs "
+				       "-o huge=always,size=8g none %s)",
+			       dir, strerror(errno), dir, dir);
+	if (!S_ISDIR(st.st_mode))
+		return kv_fail(-ENOTDIR, "data directory %s is not a directory", dir);
+	if (statfs(dir, &sf))
+		return kv_fail(-errno, "statfs %s: %s", dir, strerror(errno));
+	if (sf.f_type != TMPFS_MAGIC_) {
+		snprintf(desc, dlen, "%s (not tmpfs)", fs_name((long)sf.f_type));
+		if (!allow_disk)
+			return kv_fail(-EXDEV,
+				       "data directory %s is on %s, not tmpfs: this engine "
+				       "keeps its tables in memory on a tmpfs huge= mount "
+				       "(mount -t tmpfs -o huge=always,size=8g none %s), or "
+				       "pass --allow-disk to run on disk anyway",
+				       dir, fs_name((long)sf.f_type), dir);
+		return 0;
+	}
+	tmpfs_huge(dir, huge, sizeof(huge));
+	snprintf(desc, dlen, "tmpfs huge=%s", huge);
+	return 0;
+}
+
+/* ---- open / close ---- */
+
+struct replay_ctx {
+	struct kv_db *db;
+	uint64_t records;
+};
+
+static int replay_rec(uint64_t key, uint64_t seq, const void *val, uint32_t len, void *arg)
+{
+	struct replay_ctx *c = arg;
+	struct kv_db *db = c->db;
+	struct kv_sst *t;
+	int rc;
+
+	if (!kv_mt_has_room(db->active, len)) {
+		/* replay overflowed a memtable: flush it right here. Its log
+		 * segments stay until the memtable holding their tail is
+		 * flushed; replay skips what the tables already have. */
+		rc = kv__flush_mt(db, db->active, &t);
+		if (!rc)
+			rc = kv__add_table_front(db, t);
+		if (!rc)
+			rc = kv_mt_reset(db->active);
+		if (rc)
+			return rc;
+	}
+	kv_mt_insert(db->active, key, seq, val, len);
+	c->records++;
+	return 0;
+}
+
+void kv_close(struct kv_db *db)
+{
+	if (!db)
+		return;
+	if (db->threads_on) {
+		pthread_mutex_lock(&db->bg_mu);
+		db->stop = true;
+		pthread_cond_broadcast(&db->bg_cv);
+		pthread_mutex_unlock(&db->bg_mu);
+		pthread_join(db->flusher, NULL);
+		pthread_join(db->compactor, NULL);
+	}
+	/* The memtables are not flushed: their records are in the commit
+	 * log, and the next open replays them (so every open tests replay). */
+	if (db->log_open)
+		kv_log_close(&db->log);
+	for (size_t i = 0; i < db->ntables; i++)
+		kv_sst_close(db->tables[i], false);
+	free(db->tables);
+	if (db->cache_on)
+		kv_rc_destroy(&db->cache);
+	kv_mem_destroy(&db->mtmem);
+	if (db->lockfd >= 0)
+		close(db->lockfd);
+	free(db);
+}
+
+int kv_open(const struct kv_opts *o, struct kv_db **out)
+{
+	struct replay_ctx rctx;
+	struct kv_db *db;
+	uint64_t max_gen, max_seq = 0, torn, t0;
+	char p[PATH_MAX + 16];
+	int rc;
+
+	*out = NULL;
+	db = calloc(1, sizeof(*db));
+	if (!db)
+		return kv_fail(-ENOMEM, "out of memory");
+	db->o = *o;
+	db->lockfd = -1;
+	rc = kv_check_dir(o->data_dir, o->allow_disk, db->mount, sizeof(db->mount));
+	if (rc)
+		goto fail;
+	if (!realpath(o->data_dir, db->dir))
+		snprintf(db->dir, sizeof(db->dir), "%s", o->data_dir);
+	if (strstr(db->mount, "not tmpfs"))
+		kv__note(db, "warning: data directory is on %s: tables and log go to disk",
+		     db->mount);
+	pthread_rwlockattr_t ra;
+	pthread_rwlockattr_init(&ra);
+	/* glibc's default lets a stream of readers starve the flusher */
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&db->lsm, &ra);
+	pthread_mutex_init(&db->bg_mu, NULL);
+	pthread_cond_init(&db->bg_cv, NULL);
+	for (int i = 0; i < NSTRIPES; i++)
+		pthread_mutex_init(&db->stripes[i], NULL);
+
+	snprintf(p, sizeof(p), "%s/LOCK", db->dir);
+	db->lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (db->lockfd < 0 || flock(db->lockfd, LOCK_EX | LOCK_NB)) {
+		rc = kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
+			     errno == EWOULDBLOCK ? " (another process has this data "
+						    "directory open)"
+						  : "");
+		goto fail;
+	}
+
+	/* row cache first, and start prefaulting it: it warms up while the
+	 * tables are opened, the log is replayed and requests arrive */
+	rc = kv_rc_init(&db->cache, o->cache_bytes, o->row_hint ? o->row_hint : 2048, NSTRIPES,
+			o->cache_backing, o->region_dir ? o->region_dir : db->dir);
+	if (rc)
+		goto fail;
+	db->cache_on = true;
+	rc = kv_mem_prefault_start(&db->cache.mem);
+	if (rc) {
+		rc = kv_fail(rc, "cannot start the cache prefault: %s", hpr_strerror(rc));
+		goto fail;
+	}
+
+	/* each half whole huge pages: releasing one half never touches a
+	 * huge page the other half still uses */
+	db->o.memtable_bytes = (o->memtable_bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	rc = kv_mem_create(&db->mtmem, "memtable", 2 * db->o.memtable_bytes, o->memtable_backing,
+			   o->region_dir ? o->region_dir : db->dir);
+	if (rc)
+		goto fail;
+	kv_mt_init(&db->mt[0], &db->mtmem, 0, db->mtmem.size / 2);
+	kv_mt_init(&db->mt[1], &db->mtmem, db->mtmem.size / 2, db->mtmem.size / 2);
+	db->active = &db->mt[0];
+	rc = kv_mt_reset(db->active);
+	if (rc)
+		goto fail;
+
+	rc = kv__load_tables(db);
+	if (rc)
+		goto fail;
+	for (size_t i = 0; i < db->ntables; i++)
+		if (db->tables[i]->f.max_seq > max_seq)
+			max_seq = db->tables[i]->f.max_seq;
+
+	rctx.db = db;
+	rctx.records = 0;
+	t0 = kv_now_ns();
+	rc = kv_log_replay(db->dir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
+	if (rc)
+		goto fail;
+	if (rctx.records || torn)
+		kv__note(db, "commit log replay: %" PRIu64 " records in %.1f ms%s", rctx.records,
+		     (double)(kv_now_ns() - t0) / 1e6,
+		     torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
+	rc = kv_log_open(&db->log, db->dir, max_gen + 1, max_seq);
+	if (rc)
+		goto fail;
+	db->log_open = true;
+
+	db->compact_wanted = true;
+	if (pthread_create(&db->flusher, NULL, kv__flusher_main, db)) {
+		rc = kv_fail(-EAGAIN, "cannot start the flush thread");
+		goto fail;
+	}
+	if (pthread_create(&db->compactor, NULL, kv__compactor_main, db)) {
+		/* flusher is running: stop it through kv_close */
+		db->threads_on = true;
+		db->stop = true;
+		pthread_cond_broadcast(&db->bg_cv);
+		pthread_join(db->flusher, NULL);
+		db->threads_on = false;
+		rc = kv_fail(-EAGAIN, "cannot start the compaction thread");
+		goto fail;
+	}
+	db->threads_on = true;
+	*out = db;
+	return 0;
+fail:
+	{
+		/* kv_close() may overwrite the message: keep it */
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", kv_errmsg(rc));
+		kv_close(db);
+		return kv_fail(rc, "%s", msg);
+	}
+}
+
+/* ---- put / get ---- */
+
+/* The active memtable is full: make it immutable and start a new one.
+ * Stalls while the previous immutable memtable is still being flushed. */
+static int switch_memtable(struct kv_db *db)
+{
+	uint64_t t0 = 0;
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&db->bg_mu);
+		while (db->imm_busy && !db->bg_err && !db->stop) {
+			if (!t0) {
+				t0 = kv_now_ns();
+				atomic_fetch_add(&db->stalls, 1);
+			}
+			pthread_cond_wait(&db->bg_cv, &db->bg_mu);
+		}
+		rc = db->bg_err ? db->bg_err : db->stop ? -ESHUTDOWN : 0;
+		pthread_mutex_unlock(&db->bg_mu);
+		if (t0)
+			atomic_fetch_add(&db->stall_ns, kv_now_ns() - t0);
+		if (rc)
+			return kv_fail(rc, "%s", kv_errmsg(rc));
+
+		pthread_rwlock_wrlock(&db->lsm);
+		if (kv_mt_has_room(db->active, 1 << 16)) { /* someone switched */
+			pthread_rwlock_unlock(&db->lsm);
+			return 0;
+		}
+		if (db->imm) { /* switched again, flush still running */
+			pthread_rwlock_unlock(&db->lsm);
+			continue;
+		}
+		struct kv_memtable *next = db->active == &db->mt[0] ? &db->mt[1] : &db->mt[0];
+
+		rc = kv_mt_reset(next); /* hpr_fault_in of the arena */
+		if (!rc)
+			rc = kv_log_rotate(&db->log, &db->active->last_log_gen);
+		if (!rc) {
+			db->imm = db->active;
+			db->active = next;
+			pthread_mutex_lock(&db->bg_mu);
+			db->imm_busy = true;
+			pthread_cond_broadcast(&db->bg_cv);
+			pthread_mutex_unlock(&db->bg_mu);
+		}
+		pthread_rwlock_unlock(&db->lsm);
+		return rc;
+	}
+}
+
+int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64_t *seqp)
+{
+	pthread_mutex_t *s = stripe(db, key);
+	uint64_t seq = 0;
+	int rc;
+
+	if (len > (1u << 16))
+		return kv_fail(-EMSGSIZE, "value of %u bytes: at most 64 KiB", len);
+	pthread_mutex_lock(s);
+	for (;;) {
+		struct kv_memtable *mt;
+
+		pthread_rwlock_rdlock(&db->lsm);
+		mt = db->active;
+		pthread_mutex_lock(&mt->mu);
+		if (kv_mt_has_room(mt, len)) {
+			/* log and memtable in one critical section: seq order is
+			 * memtable order, and a switch (wrlock) sees neither half */
+			rc = kv_log_append(&db->log, key, val, len, &seq);
+			if (!rc)
+				kv_mt_insert(mt, key, seq, val, len);
+			pthread_mutex_unlock(&mt->mu);
+			pthread_rwlock_unlock(&db->lsm);
+			break;
+		}
+		pthread_mutex_unlock(&mt->mu);
+		pthread_rwlock_unlock(&db->lsm);
+		rc = switch_memtable(db);
+		if (rc)
+			break;
+	}
+	/* Cassandra's row cache invalidates on write; the next read of the key
+	 * (under the same row lock) fills it with the new row */
+	if (!rc)
+		kv_rc_invalidate(&db->cache, key);
+	pthread_mutex_unlock(s);
+	if (rc)
+		return rc;
+	/* group commit: wait, without any lock, for our batch's fdatasync */
+	rc = kv_log_wait(&db->log, seq);
+	if (rc)
+		return kv_fail(rc, "%s", kv_errmsg(rc));
+	atomic_fetch_add_explicit(&db->puts, 1, memory_order_relaxed);
+	if (seqp)
+		*seqp = seq;
+	return 0;
+}
+
+int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+	   uint64_t *seqp)
+{
+	pthread_mutex_t *s = stripe(db, key);
+	const struct kv_mt_node *n = NULL;
+	const void *val = NULL;
+	uint64_t seq = 0;
+	uint32_t vlen = 0;
+	int rc = -ENOENT;
+
+	atomic_fetch_add_explicit(&db->gets, 1, memory_order_relaxed);
+	pthread_mutex_lock(s);
+	if (kv_rc_get(&db->cache, key, buf, cap, len, &seq)) {
+		pthread_mutex_unlock(s);
+		if (seqp)
+			*seqp = seq;
+		return 0;
+	}
+	pthread_rwlock_rdlock(&db->lsm);
+	n = kv_mt_get(db->active, key);
+	if (!n && db->imm)
+		n = kv_mt_get(db->imm, key);
+	if (n) {
+		val = kv_mt_value(n);
+		vlen = n->vlen;
+		seq = n->seq;
+	} else {
+		int err = 0;
+
+		for (size_t i = 0; i < db->ntables && !err; i++) {
+			const struct kv_sst_rec *r = kv_sst_get(db->tables[i], key, &err);
+
+			if (r) {
+				val = kv_sst_value(r);
+				vlen = r->vlen;
+				seq = r->seq;
+				break;
+			}
+		}
+		if (err)
+			rc = err;
+	}
+	if (val) {
+		*len = vlen;
+		if (vlen > cap) {
+			rc = -ENOBUFS;
+		} else {
+			memcpy(buf, val, vlen);
+			if (seqp)
+				*seqp = seq;
+			rc = 0;
+		}
+	}
+	pthread_rwlock_unlock(&db->lsm);
+	if (!rc)
+		kv_rc_put(&db->cache, key, seq, buf, vlen);
+	pthread_mutex_unlock(s);
+	return rc;
+}
+
+/* ---- observing ---- */
+
+void kv_db_stats(struct kv_db *db, struct kv_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->puts = atomic_load(&db->puts);
+	st->gets = atomic_load(&db->gets);
+	st->flushes = atomic_load(&db->flushes);
+	st->compactions = atomic_load(&db->compactions);
+	st->stalls = atomic_load(&db->stalls);
+	st->stall_ns = atomic_load(&db->stall_ns);
+	st->cache_hits = atomic_load(&db->cache.hits);
+	st->cache_misses = atomic_load(&db->cache.misses);
+	st->cache_evictions = atomic_load(&db->cache.evictions);
+	pthread_mutex_lock(&db->log.mu);
+	st->log_batches = db->log.batches;
+	st->log_bytes = db->log.synced_bytes;
+	pthread_mutex_unlock(&db->log.mu);
+	pthread_rwlock_rdlock(&db->lsm);
+	st->tables = db->ntables;
+	for (size_t i = 0; i < db->ntables; i++)
+		st->sst_bytes += db->tables[i]->size;
+	pthread_rwlock_unlock(&db->lsm);
+	kv_mem_prefault_progress(&db->cache.mem, &st->prefault_done, &st->prefault_total);
+}
+
+void kv_db_coverage(struct kv_db *db, size_t res[3], size_t huge[3])
+{
+	res[0] = res[1] = res[2] = huge[0] = huge[1] = huge[2] = 0;
+	kv_mem_coverage(&db->cache.mem, &res[0], &huge[0]);
+	kv_mem_coverage(&db->mtmem, &res[1], &huge[1]);
+	kv_smaps_files(db->dir, &res[2], &huge[2]);
+}
+
+const char *kv_db_mount(struct kv_db *db)
+{
+	return db->mount;
+}
+
+void kv_db_quiesce(struct kv_db *db)
+{
+	pthread_mutex_lock(&db->bg_mu);
+	while ((db->imm_busy && !db->bg_err) ||
+	       ((db->compact_wanted || db->compacting) && !db->compact_err))
+		pthread_cond_wait(&db->bg_cv, &db->bg_mu);
+	pthread_mutex_unlock(&db->bg_mu);
+}

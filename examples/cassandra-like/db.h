@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The database object, shared by db.c (open, put, get) and lsm.c (tables,
+ * flush, compaction). Not part of the engine's API: use engine.h.
+ *
+ * Lock order: row stripe -> lsm rwlock -> memtable mu -> log mu, and
+ * lsm -> bg_mu. Nobody takes lsm while holding bg_mu.
+ */
+#ifndef KV_DB_H
+#define KV_DB_H
+
+#include "engine.h"
+
+#define NSTRIPES 4096
+
+struct kv_db {
+	struct kv_opts o;
+	char dir[PATH_MAX];	/* data dir, resolved */
+	char mount[128];	/* "tmpfs huge=always", "ext4 (not tmpfs)" */
+	int lockfd;		/* flock on DIR/LOCK: one process per data dir */
+	struct kv_log log;
+	bool log_open;
+	struct kv_mem mtmem;	/* the memtable region: two halves */
+	struct kv_memtable mt[2];
+	struct kv_memtable *active, *imm; /* imm: being flushed, or NULL */
+	pthread_rwlock_t lsm;	/* guards active, imm, tables, ntables */
+	struct kv_sst **tables; /* newest first */
+	size_t ntables;
+	_Atomic uint64_t next_gen; /* file number of the next table */
+	struct kv_rowcache cache;
+	bool cache_on;
+	pthread_mutex_t stripes[NSTRIPES]; /* row locks, by key hash */
+	pthread_t flusher, compactor;
+	bool threads_on;
+	pthread_mutex_t bg_mu;	/* guards the flags below; bg_cv signals them */
+	pthread_cond_t bg_cv;
+	bool stop, imm_busy, compact_wanted, compacting;
+	int bg_err;		/* a failed flush: no more memtable switches */
+	int compact_err;	/* a failed compaction: no more compactions */
+	_Atomic uint64_t puts, gets, flushes, compactions, stalls, stall_ns;
+};
+
+void kv__note(struct kv_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* open every table in the data dir, newest first; drop compaction leftovers */
+int kv__load_tables(struct kv_db *db);
+/* write a memtable out as a table (newest version of each key) */
+int kv__flush_mt(struct kv_db *db, struct kv_memtable *mt, struct kv_sst **out);
+/* caller holds lsm for writing, or is alone (open) */
+int kv__add_table_front(struct kv_db *db, struct kv_sst *t);
+void *kv__flusher_main(void *arg);
+void *kv__compactor_main(void *arg);
+
+#endif /* KV_DB_H */

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The driver's reports: the latency histogram, one line per run, the
+ * side-by-side summary (huge vs base pages, ratio as the median of the
+ * interleaved pairs) and the JSON for scripts and bench/run.
+ */
+#define _GNU_SOURCE
+#include "ycsb.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- latency histogram: log-linear buckets, ~3 % precision ---- */
+
+static unsigned hidx(uint64_t v)
+{
+	unsigned msb, shift;
+
+	if (v < 64)
+		return (unsigned)v;
+	msb = 63u - (unsigned)__builtin_clzll(v);
+	shift = msb - 5;
+	return shift * 32 + (unsigned)(v >> shift);
+}
+
+static uint64_t hval(unsigned i)
+{
+	unsigned shift;
+
+	if (i < 64)
+		return i;
+	shift = i / 32 - 1;
+	return (uint64_t)(i % 32 + 32) << shift;
+}
+
+void hist_add(struct hist *h, uint64_t ns)
+{
+	unsigned i = hidx(ns);
+
+	h->b[i < HB ? i : HB - 1]++;
+	h->n++;
+	h->sum += ns;
+	if (ns > h->max)
+		h->max = ns;
+}
+
+void hist_merge(struct hist *d, const struct hist *s)
+{
+	for (int i = 0; i < HB; i++)
+		d->b[i] += s->b[i];
+	d->n += s->n;
+	d->sum += s->sum;
+	if (s->max > d->max)
+		d->max = s->max;
+}
+
+double hist_pct_us(const struct hist *h, double p)
+{
+	uint64_t want = (uint64_t)ceil(p * (double)h->n), seen = 0;
+
+	if (!h->n)
+		return 0;
+	for (int i = 0; i < HB; i++) {
+		seen += h->b[i];
+		if (seen >= want && h->b[i])
+			return (double)hval((unsigned)i + 1) / 1000.0; /* bucket top */
+	}
+	return (double)h->max / 1000.0;
+}
+
+static double pct(size_t part, size_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0;
+}
+
+const char *wl_name(char w)
+{
+	switch (w) {
+	case 'L':
+		return "load (100% insert)";
+	case 'a':
+		return "A (50% read, 50% update)";
+	case 'b':
+		return "B (95% read, 5% update)";
+	case 'u':
+		return "U (5% read, 95% update)";
+	}
+	return "?";
+}
+
+void print_run(const struct run_result *r)
+{
+	printf("[%s] %s: %" PRIu64 " ops in %.2f s = %.0f ops/s", r->variant,
+	       wl_name(r->workload), r->ops, r->secs, r->ops_s);
+	for (int o = 0; o < NOPS; o++)
+		if (r->h[o].n)
+			printf("; %s p50=%.1f p99=%.1f p99.9=%.1f max=%.1f us", op_name[o],
+			       hist_pct_us(&r->h[o], .5), hist_pct_us(&r->h[o], .99),
+			       hist_pct_us(&r->h[o], .999), (double)r->h[o].max / 1000.0);
+	printf("\n[%s]   huge-mapped: cache %.0f%% of %zu MiB, memtables %.0f%% of %zu MiB, "
+	       "tables %.0f%% of %zu MiB; cache hits %.0f%%; flushes %" PRIu64
+	       ", compactions %" PRIu64 ", write stalls %.2f s, page faults %" PRIu64 "\n",
+	       r->variant, pct(r->huge[0], r->res[0]), r->res[0] >> 20, pct(r->huge[1], r->res[1]),
+	       r->res[1] >> 20, pct(r->huge[2], r->res[2]), r->res[2] >> 20,
+	       pct(r->st1.cache_hits - r->st0.cache_hits,
+		   r->st1.cache_hits - r->st0.cache_hits + r->st1.cache_misses -
+			   r->st0.cache_misses),
+	       r->st1.flushes - r->st0.flushes, r->st1.compactions - r->st0.compactions,
+	       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
+	fflush(stdout);
+}
+
+static void json_hist(FILE *f, const struct hist *h)
+{
+	fprintf(f, "{\"count\":%" PRIu64 ",\"avg_us\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
+	       "\"p999_us\":%.2f,\"max_us\":%.2f}",
+	       h->n, h->n ? (double)h->sum / (double)h->n / 1000.0 : 0, hist_pct_us(h, .5),
+	       hist_pct_us(h, .99), hist_pct_us(h, .999), (double)h->max / 1000.0);
+}
+
+/* mean ops/s and merged histograms of a variant's runs of workload w */
+static int aggregate(const char *variant, char w, double *ops_s, struct hist h[NOPS],
+		     struct run_result **last)
+{
+	int n = 0;
+
+	*ops_s = 0;
+	memset(h, 0, NOPS * sizeof(*h));
+	for (int i = 0; i < nresults; i++) {
+		if (results[i].workload != w || strcmp(results[i].variant, variant))
+			continue;
+		*ops_s += results[i].ops_s;
+		for (int o = 0; o < NOPS; o++)
+			hist_merge(&h[o], &results[i].h[o]);
+		*last = &results[i];
+		n++;
+	}
+	if (n)
+		*ops_s /= n;
+	return n;
+}
+
+/* Ratios huge/base of the runs of workload w paired in order (rep k of
+ * huge with rep k of base): their median and range. Robust against one
+ * run that a neighbour on the machine slowed down. */
+static int pair_ratios(char w, double *median, double *lo, double *hi)
+{
+	double hu[16], ba[16], r[16];
+	int nh = 0, nb = 0, n;
+
+	for (int i = 0; i < nresults; i++) {
+		if (results[i].workload != w)
+			continue;
+		if (!strcmp(results[i].variant, "huge") && nh < 16)
+			hu[nh++] = results[i].ops_s;
+		else if (!strcmp(results[i].variant, "base") && nb < 16)
+			ba[nb++] = results[i].ops_s;
+	}
+	n = nh < nb ? nh : nb;
+	for (int i = 0; i < n; i++)
+		r[i] = ba[i] > 0 ? hu[i] / ba[i] : 0;
+	for (int i = 1; i < n; i++) /* insertion sort: a handful of runs */
+		for (int j = i; j > 0 && r[j - 1] > r[j]; j--) {
+			double t = r[j];
+
+			r[j] = r[j - 1];
+			r[j - 1] = t;
+		}
+	if (!n)
+		return 0;
+	*median = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+	*lo = r[0];
+	*hi = r[n - 1];
+	return n;
+}
+
+/* The table at the end: per workload, ops/s of each run, the ratio and
+ * p99s; then each run's measured huge-page coverage. */
+void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
+{
+	printf("\n== summary: %s ==\n",
+	       nv == 2 ? "huge pages vs base pages (ops/s: mean of the runs; ratio: median "
+			 "of the interleaved pairs)"
+		       : vs[0].name);
+	if (nv == 2)
+		printf("%-26s %11s %11s %19s %20s %20s\n", "workload", "huge ops/s",
+		       "base ops/s", "huge/base [range]", "read p99 us h / b",
+		       "update p99 us h / b");
+	else
+		printf("%-26s %11s %20s %20s\n", "workload", "ops/s", "read p50/p99/p99.9",
+		       "update p50/p99/p99.9");
+	for (size_t w = 0; w < nwl + 1; w++) {
+		char wl = w == 0 ? 'L' : wls[w - 1];
+		double o[2] = { 0, 0 };
+		struct hist h[2][NOPS];
+		struct run_result *last = NULL;
+		char a[64], b[64];
+
+		aggregate(vs[0].name, wl, &o[0], h[0], &last);
+		if (nv == 2)
+			aggregate(vs[1].name, wl, &o[1], h[1], &last);
+		if (!last)
+			continue;
+		if (nv == 2) {
+			snprintf(a, sizeof(a), "%.1f / %.1f", hist_pct_us(&h[0][OP_READ], .99),
+				 hist_pct_us(&h[1][OP_READ], .99));
+			snprintf(b, sizeof(b), "%.1f / %.1f",
+				 hist_pct_us(&h[0][OP_UPDATE], .99),
+				 hist_pct_us(&h[1][OP_UPDATE], .99));
+			double med = 0, lo = 0, hi = 0;
+			char rr[48];
+
+			pair_ratios(wl, &med, &lo, &hi);
+			if (lo < hi)
+				snprintf(rr, sizeof(rr), "%.2f [%.2f-%.2f]", med, lo, hi);
+			else
+				snprintf(rr, sizeof(rr), "%.2f", med);
+			printf("%-26s %11.0f %11.0f %19s %20s %20s\n", wl_name(wl), o[0], o[1], rr,
+			       a, b);
+		} else {
+			snprintf(a, sizeof(a), "%.1f/%.1f/%.1f", hist_pct_us(&h[0][OP_READ], .5),
+				 hist_pct_us(&h[0][OP_READ], .99),
+				 hist_pct_us(&h[0][OP_READ], .999));
+			snprintf(b, sizeof(b), "%.1f/%.1f/%.1f",
+				 hist_pct_us(&h[0][OP_UPDATE], .5),
+				 hist_pct_us(&h[0][OP_UPDATE], .99),
+				 hist_pct_us(&h[0][OP_UPDATE], .999));
+			printf("%-26s %11.0f %20s %20s\n", wl_name(wl), o[0], a, b);
+		}
+	}
+	for (int i = 0; i < nv; i++)
+		for (int k = nresults - 1; k >= 0; k--) {
+			const struct run_result *r = &results[k];
+
+			if (strcmp(r->variant, vs[i].name))
+				continue;
+			printf("huge-page coverage, %s run (%s): row cache %.0f%%, memtables "
+			       "%.0f%%, table mappings %.0f%% of what is resident\n",
+			       vs[i].name, vs[i].mount, pct(r->huge[0], r->res[0]),
+			       pct(r->huge[1], r->res[1]), pct(r->huge[2], r->res[2]));
+			break;
+		}
+}
+
+/* The machine-readable summary: one JSON object, no newline. */
+void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
+{
+	fprintf(f, "{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"
+	       "\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,\"runs\":[",
+	       opt.records, NFIELDS, opt.fieldlen, opt.threads, opt.zipf ? "zipfian" : "uniform",
+	       opt.cache_mb, opt.memtable_mb);
+	for (int i = 0; i < nresults; i++) {
+		const struct run_result *r = &results[i];
+
+		fprintf(f, "%s{\"pages\":\"%s\",\"workload\":\"%c\",\"ops\":%" PRIu64
+		       ",\"secs\":%.3f,\"ops_per_sec\":%.1f,\"read\":",
+		       i ? "," : "", r->variant, r->workload == 'L' ? 'L' : r->workload - 32,
+		       r->ops, r->secs, r->ops_s);
+		json_hist(f, &r->h[OP_READ]);
+		fprintf(f, ",\"update\":");
+		json_hist(f, &r->h[OP_UPDATE]);
+		fprintf(f, ",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
+		       "\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
+		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f,"
+		       "\"page_faults\":%" PRIu64 "}",
+		       pct(r->huge[0], r->res[0]), pct(r->huge[1], r->res[1]),
+		       pct(r->huge[2], r->res[2]), r->st1.flushes - r->st0.flushes,
+		       r->st1.compactions - r->st0.compactions,
+		       r->st1.cache_evictions - r->st0.cache_evictions,
+		       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
+	}
+	fprintf(f, "],\"ratio\":{");
+	for (size_t w = 0, first = 1; w < nwl + 1; w++) {
+		char wl = w == 0 ? 'L' : wls[w - 1];
+		double med, rlo, rhi;
+
+		if (pair_ratios(wl, &med, &rlo, &rhi)) {
+			fprintf(f, "%s\"%c\":{\"median\":%.3f,\"min\":%.3f,\"max\":%.3f}",
+			       first ? "" : ",", wl == 'L' ? 'L' : wl - 32, med, rlo, rhi);
+			first = 0;
+		}
+	}
+	fprintf(f, "},\"verify\":{\"enabled\":%s,\"reads\":%" PRIu64 ",\"errors\":%" PRIu64
+	       "},\"exit\":%d}",
+	       opt.verify ? "true" : "false", atomic_load(&verify_reads),
+	       atomic_load(&verify_errors), rc);
+}
+
+/* --json FILE: what bench/run reads: headline rows (ours = huge pages,
+ * baseline = base pages, ratio = median of the interleaved pairs) and the
+ * full summary. */
+int write_json(const char *path, const char *wls, size_t nwl, int rc)
+{
+	FILE *f = fopen(path, "we");
+	bool first = true;
+
+	if (!f) {
+		fprintf(stderr, "cassandra-like: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "{\"headline\":[");
+	for (size_t w = 0; w < nwl; w++) {
+		struct hist h[2][NOPS];
+		struct run_result *last = NULL;
+		double o[2], med, rlo, rhi;
+		int op = wls[w] == 'u' ? OP_UPDATE : OP_READ;
+
+		if (!aggregate("huge", wls[w], &o[0], h[0], &last) ||
+		    !aggregate("base", wls[w], &o[1], h[1], &last) ||
+		    !pair_ratios(wls[w], &med, &rlo, &rhi))
+			continue;
+		fprintf(f,
+			"%s{\"measure\":\"%s: ops/s, huge pages / base pages\",\"ours\":%.0f,"
+			"\"baseline\":%.0f,\"ratio\":%.3f,\"range\":[%.3f,%.3f],\"anchor\":\"%s\"}",
+			first ? "" : ",", wl_name(wls[w]), o[0], o[1], med, rlo, rhi,
+			wls[w] == 'u' ? "Cassandra on huge tmpfs, 95 % update: 36 % apart "
+					"between two huge-tmpfs designs"
+				      : "");
+		fprintf(f,
+			",{\"measure\":\"%s: %s p99 us (lower is better)\",\"ours\":%.1f,"
+			"\"baseline\":%.1f,\"ratio\":%.3f,\"anchor\":\"\"}",
+			wl_name(wls[w]), op_name[op], hist_pct_us(&h[0][op], .99),
+			hist_pct_us(&h[1][op], .99),
+			hist_pct_us(&h[1][op], .99) > 0
+				? hist_pct_us(&h[0][op], .99) / hist_pct_us(&h[1][op], .99)
+				: 0);
+		first = false;
+	}
+	fprintf(f, "],\"summary\":");
+	write_summary(f, wls, nwl, rc);
+	fprintf(f, "}\n");
+	return fclose(f) ? -1 : 0;
+}

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The row cache: a buffer pool of frames (one huge page each, 2 MiB) in an
+ * hpregion region, plus a hash index at the head of the same region.
+ *
+ *   region: [ index: buckets of KV_RC_WAYS slots ][ frame 0 ][ frame 1 ] ...
+ *
+ * Rows are appended to the frame being filled (log-structured, like
+ * Segcache or a slab). Frames are reused in ring order; eviction is a whole
+ * frame at a time, which is what makes huge pages and lazy release fit:
+ *
+ *   - evicting a frame bumps its generation (every index slot pointing
+ *     into it goes stale at once, no index walk) and gives its memory back
+ *     with hpr_release_lazy(): on shmem a state change with no syscall, on
+ *     THP MADV_FREE on the whole huge page, never splitting it;
+ *   - a frame is evicted `free_ahead` frames before the writer reaches it,
+ *     so released frames sit in the pool where the kernel (or hpregion's
+ *     reclaimer, under memory pressure) may take them;
+ *   - before a frame takes rows again, hpr_fault_in() makes it present:
+ *     free if nothing reclaimed it, one populate call if something did.
+ *
+ * Locking: the index is striped exactly like the database's row locks
+ * (bucket = hash & (nbuckets-1), stripe = hash & (nstripes-1), nstripes
+ * divides nbuckets), so a caller holding key's row lock owns its bucket.
+ * Frame space is handed out under alloc_mu. A reader copies a row, then
+ * re-checks the frame's generation (seqlock style): if the frame was
+ * evicted and refilled meanwhile, the copy is discarded as a miss.
+ */
+#define _GNU_SOURCE
+#include "engine.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rc_row {
+	uint64_t key, seq;
+	uint32_t len, pad;
+	/* value, padded to 8 */
+};
+
+#define GEN_BITS 24
+#define FRAME_BITS 20
+#define OFF_BITS 20 /* in 8-byte units: frames up to 8 MiB */
+
+static uint64_t pack(uint32_t gen, size_t frame, size_t off)
+{
+	return (uint64_t)gen << (FRAME_BITS + OFF_BITS) | (uint64_t)frame << OFF_BITS | off >> 3;
+}
+
+static void unpack(uint64_t loc, uint32_t *gen, size_t *frame, size_t *off)
+{
+	*gen = (uint32_t)(loc >> (FRAME_BITS + OFF_BITS));
+	*frame = (size_t)(loc >> OFF_BITS) & ((1u << FRAME_BITS) - 1);
+	*off = (size_t)(loc & ((1u << OFF_BITS) - 1)) << 3;
+}
+
+int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
+	       enum kv_backing b, const char *dir)
+{
+	const size_t unit = 2u << 20;
+	size_t rows, index_bytes;
+	int rc_;
+
+	memset(rc, 0, sizeof(*rc));
+	pthread_mutex_init(&rc->alloc_mu, NULL);
+	rows = bytes / (row_hint + sizeof(struct rc_row));
+	rc->nbuckets = nstripes;
+	while (rc->nbuckets * KV_RC_WAYS < rows * 2) /* load factor <= 1/2 */
+		rc->nbuckets <<= 1;
+	index_bytes = rc->nbuckets * KV_RC_WAYS * sizeof(struct kv_rc_slot);
+	index_bytes = (index_bytes + unit - 1) & ~(unit - 1);
+	bytes = (bytes + unit - 1) & ~(unit - 1);
+	if (bytes < 4 * unit)
+		bytes = 4 * unit;
+	rc_ = kv_mem_create(&rc->mem, "rowcache", index_bytes + bytes, b, dir);
+	if (rc_)
+		return rc_;
+	rc->frame_size = rc->mem.unit;
+	if (rc->frame_size > (size_t)8 << OFF_BITS) {
+		kv_mem_destroy(&rc->mem);
+		return kv_fail(-EINVAL, "row cache frames of %zu bytes are too big",
+			       rc->frame_size);
+	}
+	rc->frames_off = (index_bytes + rc->frame_size - 1) & ~(rc->frame_size - 1);
+	rc->nframes = (rc->mem.size - rc->frames_off) / rc->frame_size;
+	rc->free_ahead = rc->nframes / 32 ? rc->nframes / 32 : 1;
+	rc->cur = rc->nframes;
+	rc->slots = (struct kv_rc_slot *)rc->mem.base;
+	rc->frames = calloc(rc->nframes, sizeof(*rc->frames));
+	if (!rc->frames) {
+		kv_mem_destroy(&rc->mem);
+		return kv_fail(-ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < rc->nframes; i++)
+		rc->frames[i].gen = 1;
+	/* The index is used at once: fault it in now. The frames are
+	 * prefaulted in the background by kv_open() while requests run. */
+	rc_ = kv_mem_fault(&rc->mem, 0, rc->frames_off);
+	if (rc_) {
+		free(rc->frames);
+		kv_mem_destroy(&rc->mem);
+		return rc_;
+	}
+	memset(rc->slots, 0, rc->nbuckets * KV_RC_WAYS * sizeof(struct kv_rc_slot));
+	return 0;
+}
+
+void kv_rc_destroy(struct kv_rowcache *rc)
+{
+	kv_mem_destroy(&rc->mem);
+	free(rc->frames);
+}
+
+static struct kv_rc_slot *bucket_of(struct kv_rowcache *rc, uint64_t key)
+{
+	return &rc->slots[(kv_hash64(key) & (rc->nbuckets - 1)) * KV_RC_WAYS];
+}
+
+static char *frame_base(struct kv_rowcache *rc, size_t f)
+{
+	return rc->mem.base + rc->frames_off + f * rc->frame_size;
+}
+
+static bool slot_live(struct kv_rowcache *rc, uint64_t loc)
+{
+	uint32_t gen;
+	size_t f, off;
+
+	if (!loc)
+		return false;
+	unpack(loc, &gen, &f, &off);
+	return atomic_load_explicit(&rc->frames[f].gen, memory_order_acquire) == gen;
+}
+
+bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+	       uint64_t *seq)
+{
+	struct kv_rc_slot *s = bucket_of(rc, key);
+
+	for (int i = 0; i < KV_RC_WAYS; i++) {
+		uint64_t loc = atomic_load_explicit(&s[i].loc, memory_order_relaxed);
+		const struct rc_row *row;
+		uint32_t gen;
+		size_t f, off;
+
+		if (atomic_load_explicit(&s[i].key, memory_order_relaxed) != key ||
+		    !slot_live(rc, loc))
+			continue;
+		unpack(loc, &gen, &f, &off);
+		row = (const struct rc_row *)(frame_base(rc, f) + off);
+		if (row->key != key || row->len > cap)
+			break;
+		*len = row->len;
+		*seq = row->seq;
+		memcpy(buf, row + 1, row->len);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&rc->frames[f].gen, memory_order_relaxed) != gen) {
+			atomic_fetch_add_explicit(&rc->torn, 1, memory_order_relaxed);
+			break; /* evicted while we copied */
+		}
+		atomic_fetch_add_explicit(&rc->hits, 1, memory_order_relaxed);
+		return true;
+	}
+	atomic_fetch_add_explicit(&rc->misses, 1, memory_order_relaxed);
+	return false;
+}
+
+static void evict(struct kv_rowcache *rc, size_t f)
+{
+	struct kv_rc_frame *fr = &rc->frames[f];
+	uint32_t g = (atomic_load(&fr->gen) + 1) & ((1u << GEN_BITS) - 1);
+
+	/* release: readers that see the new gen after copying discard */
+	atomic_store_explicit(&fr->gen, g ? g : 1, memory_order_release);
+	fr->live = false;
+	kv_mem_release(&rc->mem, rc->frames_off + f * rc->frame_size, rc->frame_size);
+	atomic_fetch_add_explicit(&rc->evictions, 1, memory_order_relaxed);
+}
+
+/* Move the writer to the next frame in the ring. Caller holds alloc_mu. */
+static int next_frame(struct kv_rowcache *rc)
+{
+	size_t next = rc->cur == rc->nframes ? 0 : (rc->cur + 1) % rc->nframes;
+	size_t ahead = (next + rc->free_ahead) % rc->nframes;
+	int err;
+
+	if (rc->frames[next].live)
+		evict(rc, next);
+	if (ahead != next && rc->frames[ahead].live)
+		evict(rc, ahead);
+	/* first use of this frame (or reuse after eviction): make it present */
+	err = kv_mem_fault(&rc->mem, rc->frames_off + next * rc->frame_size, rc->frame_size);
+	if (err)
+		return err;
+	rc->frames[next].live = true;
+	rc->frames[next].used = 0;
+	rc->cur = next;
+	return 0;
+}
+
+void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val,
+	       uint32_t len)
+{
+	size_t need = sizeof(struct rc_row) + ((len + 7u) & ~7u), off;
+	struct kv_rc_slot *s = bucket_of(rc, key), *victim = NULL;
+	struct rc_row *row;
+	uint64_t loc;
+
+	if (need > rc->frame_size)
+		return;
+	pthread_mutex_lock(&rc->alloc_mu);
+	if ((rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size) &&
+	    next_frame(rc)) {
+		/* cannot fault a frame in (tmpfs full?): just don't cache */
+		pthread_mutex_unlock(&rc->alloc_mu);
+		return;
+	}
+	off = rc->frames[rc->cur].used;
+	rc->frames[rc->cur].used += (uint32_t)need;
+	row = (struct rc_row *)(frame_base(rc, rc->cur) + off);
+	row->key = key;
+	row->seq = seq;
+	row->len = len;
+	memcpy(row + 1, val, len);
+	loc = pack(atomic_load(&rc->frames[rc->cur].gen), rc->cur, off);
+	/* copied under the lock so the frame cannot be recycled mid-copy */
+	pthread_mutex_unlock(&rc->alloc_mu);
+
+	for (int i = 0; i < KV_RC_WAYS; i++) {
+		if (atomic_load_explicit(&s[i].key, memory_order_relaxed) == key) {
+			victim = &s[i];
+			break;
+		}
+		if (!victim && !slot_live(rc, atomic_load_explicit(&s[i].loc,
+								   memory_order_relaxed)))
+			victim = &s[i];
+	}
+	if (!victim) /* bucket full of live rows: replace one at random */
+		victim = &s[(kv_hash64(seq) >> 7) % KV_RC_WAYS];
+	atomic_store_explicit(&victim->key, key, memory_order_relaxed);
+	atomic_store_explicit(&victim->loc, loc, memory_order_relaxed);
+	atomic_fetch_add_explicit(&rc->inserts, 1, memory_order_relaxed);
+}
+
+void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key)
+{
+	struct kv_rc_slot *s = bucket_of(rc, key);
+
+	for (int i = 0; i < KV_RC_WAYS; i++)
+		if (atomic_load_explicit(&s[i].key, memory_order_relaxed) == key)
+			atomic_store_explicit(&s[i].loc, 0, memory_order_relaxed);
+}

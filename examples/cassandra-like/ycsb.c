@@ -1,0 +1,855 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cassandra-like: the engine plus a YCSB-style driver.
+ *
+ *   cassandra-like --data DIR [--base-data DIR2] [options]
+ *
+ * Load phase (insert every record), then run phases: workload A (50 %
+ * read / 50 % update), B (95 / 5) and U, the seed experiment's update-heavy
+ * mix (5 / 95), with N client threads, zipfian or uniform keys, records of
+ * 20 fields. Prints YCSB-like progress lines, per-run throughput and
+ * p50/p99/p99.9 latency, and a JSON summary as the last line.
+ *
+ * With --base-data the same workloads run on a second database whose data
+ * dir is a tmpfs mounted huge=never and whose memtable and cache are plain
+ * 4 KiB-page memory; runs are interleaved (huge, base, base, huge, ...) and
+ * printed side by side with the ratio and each run's measured huge-page
+ * coverage (hpr_stats for the regions, smaps for the table mappings).
+ *
+ * Correctness (--verify): every value carries its key and a CRC; the driver
+ * keeps the highest acknowledged sequence number per key and checks that
+ * every read returns an intact value at least that new. --acklog FILE
+ * appends every acknowledged write to FILE; --check FILE reopens the
+ * database (replaying its commit log) and checks that none was lost.
+ */
+#define _GNU_SOURCE
+#include "ycsb.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const op_name[NOPS] = { "READ", "UPDATE" };
+
+/* ---- options ---- */
+
+struct ycsb_opts opt = {
+	.mt_b = KV_MEM_THP,
+	.records = 100000,
+	.fieldlen = 100,
+	.threads = 20,
+	.repeat = 1,
+	.status = 10,
+	.seconds = 10,
+	.workloads = "a,b,u",
+	.zipf = true,
+	.cache_mb = 128,
+	.memtable_mb = 64,
+};
+
+/* ---- key choosers: YCSB's scrambled zipfian (theta .99) and uniform ---- */
+
+static struct {
+	double theta, zetan, alpha, eta, zeta2;
+	uint64_t n;
+} zipf;
+
+static void zipf_init(uint64_t n)
+{
+	double z = 0;
+
+	zipf.theta = 0.99;
+	zipf.n = n;
+	for (uint64_t i = 1; i <= n; i++)
+		z += 1.0 / pow((double)i, zipf.theta);
+	zipf.zetan = z;
+	zipf.zeta2 = 1.0 + 1.0 / pow(2.0, zipf.theta);
+	zipf.alpha = 1.0 / (1.0 - zipf.theta);
+	zipf.eta = (1.0 - pow(2.0 / (double)n, 1.0 - zipf.theta)) /
+		   (1.0 - zipf.zeta2 / zipf.zetan);
+}
+
+static double urand(uint64_t *s)
+{
+	return (double)(kv_rand(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static uint64_t next_key(uint64_t *s)
+{
+	uint64_t rank;
+	double u, uz;
+
+	if (!opt.zipf)
+		return kv_rand(s) % opt.records;
+	u = urand(s);
+	uz = u * zipf.zetan;
+	if (uz < 1.0)
+		rank = 0;
+	else if (uz < 1.0 + pow(0.5, zipf.theta))
+		rank = 1;
+	else
+		rank = (uint64_t)((double)zipf.n *
+				  pow(zipf.eta * u - zipf.eta + 1.0, zipf.alpha));
+	if (rank >= zipf.n)
+		rank = zipf.n - 1;
+	/* scramble, so the hot keys are spread over the key space */
+	return kv_hash64(rank ^ 0xfeedfacecafebeefull) % opt.records;
+}
+
+/* ---- values: 20 fields, self-checking ---- */
+
+static uint32_t value_len(void)
+{
+	return NFIELDS * opt.fieldlen;
+}
+
+static uint32_t value_crc(const uint8_t *v, uint32_t len)
+{
+	return kv_crc32c(kv_crc32c(0, v, 16), v + HDR, len - HDR);
+}
+
+static void make_value(uint8_t *v, uint32_t len, uint64_t key, uint64_t *rng)
+{
+	uint64_t nonce = kv_rand(rng);
+	uint32_t crc;
+
+	memcpy(v, &key, 8);
+	memcpy(v + 8, &nonce, 8);
+	for (uint32_t o = HDR; o + 8 <= len; o += 8) {
+		uint64_t w = nonce + o * 0x9e3779b97f4a7c15ull;
+
+		memcpy(v + o, &w, 8);
+	}
+	memset(v + (len & ~7u), (int)nonce, len & 7);
+	crc = value_crc(v, len);
+	memcpy(v + 16, &crc, 4);
+	memset(v + 20, 0, 4);
+}
+
+/* 0 if v is an intact value of key; stores its crc */
+static int check_value(const uint8_t *v, uint32_t len, uint64_t key, uint32_t *crcp)
+{
+	uint64_t k;
+	uint32_t crc;
+
+	if (len != value_len())
+		return -1;
+	memcpy(&k, v, 8);
+	memcpy(&crc, v + 16, 4);
+	*crcp = crc;
+	return k == key && crc == value_crc(v, len) ? 0 : -1;
+}
+
+/* ---- one database under test ---- */
+
+static uint64_t minor_faults(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)ru.ru_minflt;
+}
+
+struct run_result results[64];
+int nresults;
+
+_Atomic uint64_t verify_reads, verify_errors;
+static int acklog_fd = -1;
+
+/* ---- client threads ---- */
+
+struct client {
+	pthread_t thr;
+	bool joined;
+	int id;
+	struct variant *v;
+	bool load;
+	uint64_t lo, hi; /* load: index range */
+	double read_prop;
+	uint64_t rng;
+	struct hist h[NOPS];
+	_Atomic uint64_t count[NOPS], sum_ns[NOPS];
+	int err;
+};
+
+static _Atomic bool stop_run;
+static _Atomic int64_t ops_left;
+
+static void ack(struct variant *v, uint64_t key, uint64_t seq, const uint8_t *val)
+{
+	if (v->acked) {
+		uint64_t cur = atomic_load_explicit(&v->acked[key], memory_order_relaxed);
+
+		while (cur < seq && !atomic_compare_exchange_weak(&v->acked[key], &cur, seq))
+			;
+	}
+	if (acklog_fd >= 0) {
+		char line[64];
+		uint32_t crc;
+		int n;
+
+		memcpy(&crc, val + 16, 4);
+		n = snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 " %08x\n", key, seq, crc);
+		if (write(acklog_fd, line, (size_t)n) != n)
+			perror("acklog");
+	}
+}
+
+static void verify_fail(struct variant *v, uint64_t key, const char *what, uint64_t seq,
+			uint64_t want)
+{
+	if (atomic_fetch_add(&verify_errors, 1) < 10)
+		fprintf(stderr,
+			"VERIFY FAILED (%s): key %" PRIu64 ": %s (read seq %" PRIu64
+			", last acknowledged %" PRIu64 ")\n",
+			v->name, key, what, seq, want);
+}
+
+static int do_read(struct client *c, uint64_t key, uint8_t *buf)
+{
+	struct variant *v = c->v;
+	uint64_t want = v->acked ? atomic_load(&v->acked[key]) : 0, seq = 0;
+	uint32_t len = 0, crc;
+	int rc = kv_get(v->db, key, buf, value_len(), &len, &seq);
+
+	if (rc == -ENOENT && !want && !v->acked)
+		return 0; /* not loaded (--no-load on a smaller data set) */
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (v->acked) {
+		atomic_fetch_add_explicit(&verify_reads, 1, memory_order_relaxed);
+		if (rc == -ENOENT)
+			verify_fail(v, key, "not found", 0, want);
+		else if (check_value(buf, len, key, &crc))
+			verify_fail(v, key, "damaged value", seq, want);
+		else if (seq < want)
+			verify_fail(v, key, "stale value", seq, want);
+	}
+	return 0;
+}
+
+static int do_update(struct client *c, uint64_t key, uint8_t *buf)
+{
+	uint64_t seq;
+	int rc;
+
+	make_value(buf, value_len(), key, &c->rng);
+	rc = kv_put(c->v->db, key, buf, value_len(), &seq);
+	if (!rc)
+		ack(c->v, key, seq, buf);
+	return rc;
+}
+
+/* insertion order of the load: a permutation of [0, records) */
+static uint64_t load_key(uint64_t i)
+{
+	static const uint64_t primes[] = { 2654435761ull, 805306457ull, 3221225473ull,
+					   1610612741ull };
+	uint64_t p = primes[0];
+
+	for (int k = 0; k < 4 && opt.records % primes[k] == 0; k++)
+		p = primes[(k + 1) % 4];
+	return (uint64_t)(((unsigned __int128)i * p) % opt.records);
+}
+
+static void *client_main(void *arg)
+{
+	struct client *c = arg;
+	uint8_t *buf = malloc(value_len());
+
+	if (!buf) {
+		c->err = -ENOMEM;
+		return NULL;
+	}
+	for (uint64_t i = c->lo;; i++) {
+		uint64_t key, t0, dt;
+		int op, rc;
+
+		if (c->load) {
+			if (i >= c->hi || atomic_load_explicit(&stop_run, memory_order_relaxed))
+				break;
+			key = load_key(i);
+			op = OP_UPDATE;
+		} else {
+			if (atomic_load_explicit(&stop_run, memory_order_relaxed) ||
+			    atomic_fetch_sub_explicit(&ops_left, 1, memory_order_relaxed) <= 0)
+				break;
+			key = next_key(&c->rng);
+			op = urand(&c->rng) < c->read_prop ? OP_READ : OP_UPDATE;
+		}
+		t0 = kv_now_ns();
+		rc = op == OP_READ ? do_read(c, key, buf) : do_update(c, key, buf);
+		dt = kv_now_ns() - t0;
+		if (rc) {
+			c->err = rc;
+			fprintf(stderr, "cassandra-like: %s of key %" PRIu64 " failed: %s\n",
+				op_name[op], key, kv_errmsg(rc));
+			atomic_store(&stop_run, true);
+			break;
+		}
+		hist_add(&c->h[op], dt);
+		atomic_fetch_add_explicit(&c->count[op], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->sum_ns[op], dt, memory_order_relaxed);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* ---- a phase: start clients, print progress, join ---- */
+
+static void progress_line(struct variant *v, struct client *cl, double secs,
+			  uint64_t *last_ops, double dt)
+{
+	uint64_t cnt[NOPS] = { 0 }, sum[NOPS] = { 0 }, tot;
+	struct kv_stats st;
+	char pf[64] = "";
+
+	for (unsigned t = 0; t < opt.threads; t++)
+		for (int o = 0; o < NOPS; o++) {
+			cnt[o] += atomic_load_explicit(&cl[t].count[o], memory_order_relaxed);
+			sum[o] += atomic_load_explicit(&cl[t].sum_ns[o], memory_order_relaxed);
+		}
+	tot = cnt[0] + cnt[1];
+	kv_db_stats(v->db, &st);
+	if (st.prefault_total && st.prefault_done < st.prefault_total)
+		snprintf(pf, sizeof(pf), " [cache prefault %zu%% of %zu MiB]",
+			 st.prefault_done * 100 / st.prefault_total, st.prefault_total >> 20);
+	printf("[%s] %.0f sec: %" PRIu64 " operations; %.1f current ops/sec;", v->name, secs,
+	       tot, (double)(tot - *last_ops) / dt);
+	for (int o = 0; o < NOPS; o++)
+		if (cnt[o])
+			printf(" [%s: Count=%" PRIu64 ", Avg=%.1f us]", op_name[o], cnt[o],
+			       (double)sum[o] / (double)cnt[o] / 1000.0);
+	printf(" [tables=%" PRIu64 " flushes=%" PRIu64 " compactions=%" PRIu64 "]%s\n",
+	       st.tables, st.flushes, st.compactions, pf);
+	fflush(stdout);
+	*last_ops = tot;
+}
+
+static int phase(struct variant *v, char workload, struct run_result *res)
+{
+	struct client *cl = calloc(opt.threads, sizeof(*cl));
+	bool load = workload == 'L';
+	uint64_t t0, last = 0, tick, end_ns, last_ops = 0;
+	int err = 0;
+
+	if (!cl)
+		return -ENOMEM;
+	atomic_store(&stop_run, false);
+	atomic_store(&ops_left, opt.ops ? (int64_t)opt.ops : INT64_MAX);
+	memset(res, 0, sizeof(*res));
+	res->workload = workload;
+	res->variant = v->name;
+	kv_db_stats(v->db, &res->st0);
+	res->minflt = minor_faults();
+	t0 = kv_now_ns();
+	end_ns = opt.ops || load ? UINT64_MAX : t0 + (uint64_t)(opt.seconds * 1e9);
+	for (unsigned t = 0; t < opt.threads; t++) {
+		struct client *c = &cl[t];
+
+		c->id = (int)t;
+		c->v = v;
+		c->load = load;
+		c->lo = load ? opt.records * t / opt.threads : 0;
+		c->hi = load ? opt.records * (t + 1) / opt.threads : 0;
+		c->read_prop = workload == 'a' ? 0.5 : workload == 'b' ? 0.95 : 0.05;
+		c->rng = kv_hash64(t0 ^ (t + 1) * 0x9e3779b97f4a7c15ull) | 1;
+		if (pthread_create(&c->thr, NULL, client_main, c)) {
+			c->joined = true;
+			c->err = -EAGAIN;
+			atomic_store(&stop_run, true);
+		}
+	}
+	/* the main thread reports progress until the clients are done */
+	tick = t0;
+	for (;;) {
+		bool all_done = true;
+		uint64_t now;
+
+		usleep(100000);
+		now = kv_now_ns();
+		for (unsigned t = 0; t < opt.threads && all_done; t++) {
+			if (cl[t].joined)
+				continue;
+			if (pthread_tryjoin_np(cl[t].thr, NULL) == 0)
+				cl[t].joined = true;
+			else
+				all_done = false;
+		}
+		if (now >= end_ns)
+			atomic_store(&stop_run, true);
+		if (now - tick >= (uint64_t)opt.status * 1000000000ull) {
+			last += opt.status;
+			progress_line(v, cl, (double)last, &last_ops, (double)(now - tick) / 1e9);
+			tick = now;
+		}
+		if (all_done)
+			break;
+	}
+	for (unsigned t = 0; t < opt.threads; t++) {
+		if (!cl[t].joined)
+			pthread_join(cl[t].thr, NULL);
+		for (int o = 0; o < NOPS; o++)
+			hist_merge(&res->h[o], &cl[t].h[o]);
+		if (cl[t].err && !err)
+			err = cl[t].err;
+	}
+	res->secs = (double)(kv_now_ns() - t0) / 1e9;
+	res->ops = res->h[0].n + res->h[1].n;
+	res->ops_s = (double)res->ops / res->secs;
+	res->minflt = minor_faults() - res->minflt;
+	kv_db_stats(v->db, &res->st1);
+	kv_db_coverage(v->db, res->res, res->huge);
+	free(cl);
+	return err;
+}
+
+
+/* ---- open a variant ---- */
+
+static int open_variant(struct variant *v, bool huge)
+{
+	struct kv_opts o = { 0 };
+	int rc;
+
+	o.data_dir = v->dir;
+	o.region_dir = opt.region_dir;
+	o.cache_backing = huge ? opt.cache_b : KV_MEM_BASE;
+	o.memtable_backing = huge ? opt.mt_b : KV_MEM_BASE;
+	o.cache_bytes = opt.cache_mb << 20;
+	o.memtable_bytes = opt.memtable_mb << 20;
+	o.row_hint = value_len();
+	o.allow_disk = opt.allow_disk;
+	rc = kv_open(&o, &v->db);
+	if (rc) {
+		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n",
+			v->name, kv_errmsg(rc));
+		return rc;
+	}
+	snprintf(v->mount, sizeof(v->mount), "%s", kv_db_mount(v->db));
+	{
+		/* the cache prefault runs in the background; we serve already */
+		struct kv_stats st;
+
+		kv_db_stats(v->db, &st);
+		if (st.prefault_total)
+			printf("[%s] row cache prefault running in the background: %zu%% of "
+			       "%zu MiB done, serving requests already\n",
+			       v->name, st.prefault_done * 100 / st.prefault_total,
+			       st.prefault_total >> 20);
+	}
+	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n",
+	       v->name, v->dir, v->mount, opt.memtable_mb,
+	       kv_backing_name(o.memtable_backing), opt.cache_mb,
+	       kv_backing_name(o.cache_backing));
+	return 0;
+}
+
+/* Read every key and check it against the shadow model. */
+static uint64_t full_check(struct variant *v)
+{
+	uint8_t *buf = malloc(value_len());
+	uint64_t before = atomic_load(&verify_errors);
+	struct client c = { .v = v };
+
+	for (uint64_t k = 0; k < opt.records && buf; k++)
+		if (atomic_load(&v->acked[k]) && do_read(&c, k, buf))
+			verify_fail(v, k, "read failed", 0, 0);
+	free(buf);
+	return atomic_load(&verify_errors) - before;
+}
+
+/* --check FILE: is every acknowledged write in FILE still there? */
+static int check_acklog(struct variant *v, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	uint64_t key, seq, lines = 0, lost = 0, newer = 0, tables_recs = 0, *mseq;
+	uint32_t crc, *mcrc, *buf;
+	char line[128];
+	int rc;
+
+	if (!f) {
+		fprintf(stderr, "cassandra-like: cannot read %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	rc = kv_db_verify(v->db, &tables_recs);
+	if (rc) {
+		fprintf(stderr, "cassandra-like: %s\n", kv_errmsg(rc));
+		fclose(f);
+		return 1;
+	}
+	mseq = calloc(opt.records, sizeof(*mseq));
+	mcrc = calloc(opt.records, sizeof(*mcrc));
+	buf = malloc(value_len());
+	while (fgets(line, sizeof(line), f)) {
+		if (!strchr(line, '\n') ||
+		    sscanf(line, "%" SCNu64 " %" SCNu64 " %x", &key, &seq, &crc) != 3 ||
+		    key >= opt.records)
+			continue; /* a line cut by the kill */
+		lines++;
+		if (seq > mseq[key]) {
+			mseq[key] = seq;
+			mcrc[key] = crc;
+		}
+	}
+	fclose(f);
+	for (key = 0; key < opt.records; key++) {
+		uint64_t got = 0;
+		uint32_t len, c;
+
+		if (!mseq[key])
+			continue;
+		rc = kv_get(v->db, key, buf, value_len(), &len, &got);
+		if (rc || check_value((uint8_t *)buf, len, key, &c) || got < mseq[key] ||
+		    (got == mseq[key] && c != mcrc[key])) {
+			if (lost++ < 10)
+				fprintf(stderr,
+					"LOST: key %" PRIu64 " acknowledged at seq %" PRIu64
+					", read %s seq %" PRIu64 "\n",
+					key, mseq[key], rc ? kv_errmsg(rc) : "ok", got);
+		} else if (got > mseq[key]) {
+			newer++;
+		}
+	}
+	printf("acklog check: %" PRIu64 " acknowledged writes logged, %" PRIu64
+	       " lost; %" PRIu64 " keys hold a newer durable write; tables: %" PRIu64
+	       " records, all checksums good\n",
+	       lines, lost, newer, tables_recs);
+	free(mseq);
+	free(mcrc);
+	free(buf);
+	return lost ? 1 : 0;
+}
+
+/* ---- main ---- */
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: cassandra-like --data DIR [--base-data DIR] [options]\n"
+		"  --data DIR          data dir on a tmpfs mounted huge=always (huge-page run)\n"
+		"  --base-data DIR     data dir on a tmpfs mounted huge=never: also run every\n"
+		"                      workload on 4 KiB pages and print both side by side\n"
+		"  --pages huge|base   which run --data is for when there is no --base-data\n"
+		"  --region-dir DIR    where SHMEM regions live (default: the data dir)\n"
+		"  --cache-backend shmem|memfd|thp   row cache region (default shmem on tmpfs)\n"
+		"  --memtable-backend shmem|memfd|thp  memtable region (default thp)\n"
+		"  --records N (100000)  --fieldlen BYTES (100)  --threads N (20)\n"
+		"  --workloads a,b,u   A 50/50, B 95/5 read/update, U 5/95 (the seed's mix)\n"
+		"  --seconds S (10) | --ops N   length of each run\n"
+		"  --dist zipfian|uniform  --repeat N  --status SECONDS (10)\n"
+		"  --cache-mb M (128)  --memtable-mb M (64)\n"
+		"  --verify            check every read against the last acknowledged write\n"
+		"  --acklog FILE       append acknowledged writes to FILE\n"
+		"  --check FILE        reopen (replay the log), check FILE's writes, exit\n"
+		"  --no-load           use the data already in --data\n"
+		"  --allow-disk        allow a data dir that is not on tmpfs (warns)\n"
+		"  --json FILE         also write the results (headline rows + summary) to FILE\n"
+		"       cassandra-like bench [--quick] [--json FILE] [options]\n"
+		"  the benchmark: as root, mounts its own tmpfs huge=always and huge=never\n"
+		"  (--quick: small sizes for CI)\n");
+	exit(2);
+}
+
+static enum kv_backing parse_backing(const char *s)
+{
+	if (!strcmp(s, "shmem"))
+		return KV_MEM_SHMEM;
+	if (!strcmp(s, "memfd"))
+		return KV_MEM_MEMFD;
+	if (!strcmp(s, "thp"))
+		return KV_MEM_THP;
+	fprintf(stderr, "cassandra-like: unknown backend '%s' (shmem, memfd, thp)\n", s);
+	exit(2);
+}
+
+
+/*
+ * `cassandra-like bench`: the benchmark as bench/run runs it. As root it
+ * makes its own pair of tmpfs mounts (huge=always, huge=never) in a private
+ * mount namespace, so they vanish with the process.
+ */
+static char bench_dir[64];
+static char bench_huge[96], bench_base[96];
+
+static int bench_mounts(void)
+{
+	if (geteuid() != 0) {
+		printf("cassandra-like bench: skipped: needs root to mount a tmpfs huge=always "
+		       "and a tmpfs huge=never (or pass --data/--base-data)\n");
+		return 77;
+	}
+	/* hpregion's test suites change THP modes and hugetlb pools under an
+	 * exclusive lock on this file: share it, so none does mid-benchmark */
+	int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (lk >= 0)
+		flock(lk, LOCK_SH); /* held until exit */
+	if (unshare(CLONE_NEWNS) || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		fprintf(stderr, "cassandra-like bench: private mount namespace: %s\n",
+			strerror(errno));
+		return 2;
+	}
+	snprintf(bench_dir, sizeof(bench_dir), "/tmp/cassandra-bench.XXXXXX");
+	if (!mkdtemp(bench_dir)) {
+		fprintf(stderr, "cassandra-like bench: mkdtemp: %s\n", strerror(errno));
+		return 2;
+	}
+	snprintf(bench_huge, sizeof(bench_huge), "%s/huge", bench_dir);
+	snprintf(bench_base, sizeof(bench_base), "%s/base", bench_dir);
+	if (mkdir(bench_huge, 0700) || mkdir(bench_base, 0700) ||
+	    mount("none", bench_huge, "tmpfs", 0, "huge=always,size=8g") ||
+	    mount("none", bench_base, "tmpfs", 0, "huge=never,size=8g")) {
+		fprintf(stderr, "cassandra-like bench: mounting tmpfs in %s: %s\n", bench_dir,
+			strerror(errno));
+		return 2;
+	}
+	opt.data = bench_huge;
+	opt.base_data = bench_base;
+	printf("cassandra-like bench: tmpfs huge=always at %s, tmpfs huge=never at %s\n",
+	       bench_huge, bench_base);
+	return 0;
+}
+
+static void bench_unmount(void)
+{
+	if (!bench_dir[0])
+		return;
+	umount2(bench_huge, MNT_DETACH);
+	umount2(bench_base, MNT_DETACH);
+	rmdir(bench_huge);
+	rmdir(bench_base);
+	rmdir(bench_dir);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "data", 1, 0, 'd' },	      { "base-data", 1, 0, 'D' },
+		{ "pages", 1, 0, 'P' },	      { "region-dir", 1, 0, 'R' },
+		{ "cache-backend", 1, 0, 'C' }, { "memtable-backend", 1, 0, 'M' },
+		{ "records", 1, 0, 'n' },     { "fieldlen", 1, 0, 'f' },
+		{ "threads", 1, 0, 't' },     { "workloads", 1, 0, 'w' },
+		{ "seconds", 1, 0, 's' },     { "ops", 1, 0, 'o' },
+		{ "dist", 1, 0, 'z' },	      { "repeat", 1, 0, 'r' },
+		{ "status", 1, 0, 'i' },      { "cache-mb", 1, 0, 'c' },
+		{ "memtable-mb", 1, 0, 'm' }, { "verify", 0, 0, 'V' },
+		{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
+		{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
+		{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
+		{ "help", 0, 0, 'h' },	      { 0, 0, 0, 0 },
+	};
+	struct variant vs[2];
+	int nv = 0, c, rc = 0;
+	const char *pages = NULL;
+	char wls[16];
+	size_t nwl = 0;
+
+	bool bench = argc > 1 && !strcmp(argv[1], "bench");
+
+	if (bench) {
+		/* the benchmark's sizes (--quick: a smoke run for CI); options
+		 * given after them still win */
+		bool quick = false;
+
+		for (int i = 2; i < argc; i++)
+			quick |= !strcmp(argv[i], "--quick");
+		argv[1] = argv[0];
+		argv++;
+		argc--;
+		opt.threads = 20;
+		opt.records = quick ? 20000 : 400000;
+		opt.seconds = quick ? 2 : 15;
+		opt.repeat = quick ? 1 : 3;
+		opt.status = quick ? 1 : 5;
+		opt.cache_mb = quick ? 32 : 512;
+		opt.memtable_mb = quick ? 8 : 64;
+	}
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd': opt.data = optarg; break;
+		case 'D': opt.base_data = optarg; break;
+		case 'P': pages = optarg; break;
+		case 'R': opt.region_dir = optarg; break;
+		case 'C': opt.cache_b = parse_backing(optarg); opt.cache_b_set = true; break;
+		case 'M': opt.mt_b = parse_backing(optarg); break;
+		case 'n': opt.records = strtoull(optarg, NULL, 0); break;
+		case 'f': opt.fieldlen = (unsigned)atoi(optarg); break;
+		case 't': opt.threads = (unsigned)atoi(optarg); break;
+		case 'w': snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg); break;
+		case 's': opt.seconds = atof(optarg); break;
+		case 'o': opt.ops = strtoull(optarg, NULL, 0); break;
+		case 'z': opt.zipf = strcmp(optarg, "uniform") != 0; break;
+		case 'r': opt.repeat = (unsigned)atoi(optarg); break;
+		case 'i': opt.status = (unsigned)atoi(optarg); break;
+		case 'c': opt.cache_mb = strtoull(optarg, NULL, 0); break;
+		case 'm': opt.memtable_mb = strtoull(optarg, NULL, 0); break;
+		case 'V': opt.verify = true; break;
+		case 'a': opt.acklog = optarg; break;
+		case 'k': opt.check = optarg; break;
+		case 'N': opt.no_load = true; break;
+		case 'A': opt.allow_disk = true; break;
+		case 'j': opt.json = optarg; break;
+		case 'q': break; /* bench: handled above */
+		default: usage();
+		}
+	}
+	if (bench && !opt.data && optind == argc) {
+		rc = bench_mounts();
+		if (rc) {
+			bench_unmount();
+			return rc;
+		}
+	}
+	if (!opt.data || optind != argc || !opt.records || !opt.threads || !opt.status ||
+	    NFIELDS * opt.fieldlen < 32 || NFIELDS * opt.fieldlen > 65536 || !opt.memtable_mb ||
+	    !opt.repeat)
+		usage();
+	for (const char *p = opt.workloads; *p && nwl < sizeof(wls); p++)
+		if (strchr("abu", *p | 0x20))
+			wls[nwl++] = (char)(*p | 0x20);
+		else if (*p != ',')
+			usage();
+	if (!opt.cache_b_set) {
+		/* a SHMEM region's file goes to the region dir, which must be
+		 * on a tmpfs huge= mount; elsewhere use a memfd */
+		char d[128];
+
+		opt.cache_b = KV_MEM_MEMFD;
+		if (!kv_check_dir(opt.region_dir ? opt.region_dir : opt.data, false, d,
+				  sizeof(d)) &&
+		    strcmp(d, "tmpfs huge=never"))
+			opt.cache_b = KV_MEM_SHMEM;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (opt.zipf)
+		zipf_init(opt.records);
+
+	/* the variants: huge pages and/or base pages */
+	if (opt.base_data) {
+		vs[nv++] = (struct variant){ .name = "huge", .dir = opt.data };
+		vs[nv++] = (struct variant){ .name = "base", .dir = opt.base_data };
+	} else if (pages && !strcmp(pages, "base")) {
+		vs[nv++] = (struct variant){ .name = "base", .dir = opt.data };
+	} else {
+		vs[nv++] = (struct variant){ .name = "huge", .dir = opt.data };
+	}
+	for (int i = 0; i < nv; i++) {
+		if (open_variant(&vs[i], !strcmp(vs[i].name, "huge"))) {
+			rc = 2;
+			goto out;
+		}
+		if (opt.verify) {
+			vs[i].acked = calloc(opt.records, sizeof(*vs[i].acked));
+			if (!vs[i].acked) {
+				rc = 2;
+				goto out;
+			}
+		}
+	}
+	if (opt.check) {
+		rc = check_acklog(&vs[0], opt.check);
+		goto out;
+	}
+	if (opt.acklog) {
+		acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (acklog_fd < 0) {
+			fprintf(stderr, "cassandra-like: %s: %s\n", opt.acklog, strerror(errno));
+			rc = 2;
+			goto out;
+		}
+	}
+	printf("cassandra-like: %" PRIu64 " records x %d fields x %u B = %" PRIu64
+	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB\n",
+	       opt.records, NFIELDS, opt.fieldlen, opt.records * value_len() >> 20, opt.threads,
+	       opt.zipf ? "zipfian" : "uniform", opt.cache_mb, opt.memtable_mb);
+	if (!opt.no_load) {
+		for (int i = 0; i < nv; i++) {
+			struct run_result *r = &results[nresults++];
+
+			if (phase(&vs[i], 'L', r)) {
+				rc = 3;
+				goto out;
+			}
+			print_run(r);
+		}
+	}
+	for (size_t w = 0; w < nwl; w++) {
+		for (unsigned rep = 0; rep < opt.repeat; rep++) {
+			for (int k = 0; k < nv; k++) {
+				/* interleave: huge,base then base,huge */
+				struct variant *v = &vs[rep % 2 ? nv - 1 - k : k];
+				struct run_result *r = &results[nresults++];
+
+				if (nresults >= (int)(sizeof(results) / sizeof(results[0]))) {
+					nresults--;
+					break;
+				}
+				/* let both databases' flushes and compactions finish:
+				 * one run's background work must not slow the next */
+				for (int q = 0; q < nv; q++)
+					kv_db_quiesce(vs[q].db);
+				if (phase(v, wls[w], r)) {
+					rc = 3;
+					goto out;
+				}
+				print_run(r);
+			}
+		}
+	}
+	if (opt.verify) {
+		for (int i = 0; i < nv; i++) {
+			uint64_t bad;
+
+			kv_db_quiesce(vs[i].db);
+			bad = full_check(&vs[i]);
+			/* reopen: the memtable comes back from the commit log */
+			kv_close(vs[i].db);
+			vs[i].db = NULL;
+			if (open_variant(&vs[i], !strcmp(vs[i].name, "huge"))) {
+				rc = 2;
+				goto out;
+			}
+			bad += full_check(&vs[i]);
+			printf("[%s] verify: %" PRIu64 " reads checked, %" PRIu64
+			       " errors (including a full scan before and after reopening)\n",
+			       vs[i].name, atomic_load(&verify_reads), bad);
+		}
+		if (atomic_load(&verify_errors))
+			rc = 1;
+	}
+
+	/* side by side */
+	if (nresults)
+		print_summary(vs, nv, wls, nwl);
+
+	/* the JSON summary: always the last line */
+	write_summary(stdout, wls, nwl, rc);
+	putchar('\n');
+	fflush(stdout);
+	if (opt.json && write_json(opt.json, wls, nwl, rc) && !rc)
+		rc = 2;
+out:
+	for (int i = 0; i < nv; i++) {
+		kv_close(vs[i].db);
+		free(vs[i].acked);
+	}
+	if (acklog_fd >= 0)
+		close(acklog_fd);
+	bench_unmount();
+	return rc;
+}

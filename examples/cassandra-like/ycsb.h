@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The YCSB-style driver's shared pieces: options, the latency histogram,
+ * the databases under test and their run results. ycsb.c runs the
+ * workloads; report.c prints them (progress, tables, JSON).
+ */
+#ifndef KV_YCSB_H
+#define KV_YCSB_H
+
+#include "engine.h"
+
+#include <stdio.h>
+
+#define NFIELDS 20
+#define HDR 24 /* key, nonce, crc + pad at the head of field 0 */
+
+enum { OP_READ, OP_UPDATE, NOPS };
+extern const char *const op_name[NOPS];
+
+struct ycsb_opts {
+	const char *data, *base_data, *region_dir, *acklog, *check, *json;
+	enum kv_backing cache_b, mt_b;
+	bool cache_b_set;
+	uint64_t records, ops;
+	unsigned fieldlen, threads, repeat, status;
+	double seconds;
+	char workloads[32];
+	bool zipf, verify, no_load, allow_disk, huge, base;
+	size_t cache_mb, memtable_mb;
+};
+extern struct ycsb_opts opt;
+
+/* latency histogram: log-linear buckets, ~3 % precision */
+#define HB 2048
+struct hist {
+	uint64_t b[HB];
+	uint64_t n, sum, max;
+};
+void hist_add(struct hist *h, uint64_t ns);
+void hist_merge(struct hist *d, const struct hist *s);
+double hist_pct_us(const struct hist *h, double p);
+
+struct variant {
+	const char *name; /* "huge" | "base" */
+	const char *dir;
+	struct kv_db *db;
+	_Atomic uint64_t *acked; /* highest acknowledged seq per key (--verify) */
+	char mount[128];
+};
+
+struct run_result {
+	char workload;
+	const char *variant;
+	uint64_t ops;
+	double secs, ops_s;
+	struct hist h[NOPS];
+	size_t res[3], huge[3];
+	struct kv_stats st0, st1;
+	uint64_t minflt; /* page faults the process took during the run */
+};
+
+extern struct run_result results[64];
+extern int nresults;
+extern _Atomic uint64_t verify_reads, verify_errors;
+
+const char *wl_name(char w);
+void print_run(const struct run_result *r);
+void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl);
+/* the JSON summary object (no newline) */
+void write_summary(FILE *f, const char *wls, size_t nwl, int rc);
+/* --json FILE for bench/run: headline rows + the summary */
+int write_json(const char *path, const char *wls, size_t nwl, int rc);
+
+#endif /* KV_YCSB_H */

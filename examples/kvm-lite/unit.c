@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvm-lite unit tests: what needs no /dev/kvm — RAM size checks and the
+ * layout, the VMM's boot page tables and the page-table walker, the memory
+ * checksum, size parsing, the vCPU state file and the guest image's size.
+ * Exit 0 when all pass, 1 otherwise; prints each failure.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "layout.h"
+#include "vcpustate.h"
+
+extern const unsigned char kl_guest_start[], kl_guest_end[];
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                      \
+	do {                                                                  \
+		checks++;                                                     \
+		if (!(cond)) {                                                \
+			failures++;                                           \
+			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                         \
+			fputc('\n', stderr);                                  \
+		}                                                             \
+	} while (0)
+
+#define MiB (1ul << 20)
+
+static void test_layout(void)
+{
+	struct kl_layout l;
+	char msg[256];
+	int rc;
+
+	rc = kl_layout_init(&l, 64 * MiB, 2 * MiB, 2 * MiB, "thp", msg, sizeof(msg));
+	CHECK(rc == 0, "64M/2M: %s", msg);
+	CHECK(l.pt_bytes == 3 * 4096, "2M guest pages: PML4+PDPT+1 PD, got %zu", l.pt_bytes);
+	CHECK(l.data == 4 * MiB, "data at %#zx", l.data);
+	CHECK(l.data + l.data_len == 64 * MiB, "data ends at RAM end");
+	CHECK(l.fpr % (2 * MiB) == 0 && l.fpr_len % (2 * MiB) == 0 && l.fpr >= l.data &&
+		      l.fpr + l.fpr_len == l.ram,
+	      "fpr [%#zx,+%#zx) whole 2M pages inside data", l.fpr, l.fpr_len);
+
+	rc = kl_layout_init(&l, 64 * MiB, 4096, 4096, "4k", msg, sizeof(msg));
+	CHECK(rc == 0, "64M/4k: %s", msg);
+	CHECK(l.pt_bytes == (2 + 1 + 32) * 4096, "4k guest pages: 35 table pages, got %zu",
+	      l.pt_bytes / 4096);
+	CHECK(l.data >= KL_GUEST_PT + l.pt_bytes && l.data % (2 * MiB) == 0, "data %#zx", l.data);
+
+	rc = kl_layout_init(&l, 2048 * MiB, 4096, 2 * MiB, "thp", msg, sizeof(msg));
+	CHECK(rc == 0 && l.pt_bytes == (2 + 2 + 1024) * 4096, "2G/4k: %zu pages",
+	      l.pt_bytes / 4096);
+
+	rc = kl_layout_init(&l, 65 * MiB, 2 * MiB, 2 * MiB, "thp", msg, sizeof(msg));
+	CHECK(rc == -EINVAL && strstr(msg, "not a multiple of the 2 MiB page size") &&
+		      strstr(msg, "use a multiple of 2 MiB"),
+	      "65M: rc %d '%s'", rc, msg);
+	rc = kl_layout_init(&l, 64 * MiB + 4096, 4096, 4096, "4k", msg, sizeof(msg));
+	CHECK(rc == -EINVAL && strstr(msg, "multiple"), "64M+4K: rc %d '%s'", rc, msg);
+	rc = kl_layout_init(&l, 1536 * MiB, 2 * MiB, 1024 * MiB, "hugetlb", msg, sizeof(msg));
+	CHECK(rc == -EINVAL && strstr(msg, "1 GiB page size") && strstr(msg, "hugetlb"),
+	      "1.5G on 1G pages: rc %d '%s'", rc, msg);
+	rc = kl_layout_init(&l, 2 * MiB, 2 * MiB, 2 * MiB, "thp", msg, sizeof(msg));
+	CHECK(rc == -EINVAL && strstr(msg, "out of range"), "2M: rc %d '%s'", rc, msg);
+	rc = kl_layout_init(&l, 4096 * MiB, 2 * MiB, 2 * MiB, "thp", msg, sizeof(msg));
+	CHECK(rc == -EINVAL && strstr(msg, "out of range"), "4G: rc %d '%s'", rc, msg);
+	rc = kl_layout_init(&l, 64 * MiB, 8192, 2 * MiB, "thp", msg, sizeof(msg));
+	CHECK(rc == -EINVAL, "guest page 8K: rc %d", rc);
+	rc = kl_layout_init(&l, 8 * MiB, 4096, 2 * MiB, "thp", msg, sizeof(msg));
+	CHECK(rc == 0 && l.data_len >= 4 * MiB, "8M: rc %d '%s'", rc, msg);
+}
+
+static void test_boot_pt(void)
+{
+	size_t ram = 64 * MiB, leaf = 0;
+	unsigned char *m = calloc(1, ram);
+	uint64_t pa = 0;
+	int user = -1, rc;
+
+	if (!m) {
+		CHECK(m, "calloc");
+		return;
+	}
+	kl_boot_pt_build(m, ram);
+	rc = kl_pt_walk(m, ram, KL_BOOT_PML4, KL_CODE + 0x123, &pa, &leaf, &user);
+	CHECK(rc == 0 && pa == KL_CODE + 0x123 && leaf == 2 * MiB && user == 0,
+	      "code: rc %d pa %#llx leaf %zu user %d", rc, (unsigned long long)pa, leaf, user);
+	rc = kl_pt_walk(m, ram, KL_BOOT_PML4, ram - 8, &pa, &leaf, &user);
+	CHECK(rc == 0 && pa == ram - 8, "last byte: rc %d", rc);
+	rc = kl_pt_walk(m, ram, KL_BOOT_PML4, ram, &pa, &leaf, &user);
+	CHECK(rc == -ENOENT, "beyond RAM is unmapped: rc %d", rc);
+	rc = kl_pt_walk(m, ram, KL_BOOT_PML4, 1ull << 39, &pa, &leaf, &user);
+	CHECK(rc == -ENOENT, "second PML4 slot unmapped: rc %d", rc);
+
+	/* A hand-built 4 KiB mapping with U bits, and a table outside RAM. */
+	{
+		uint64_t *pml4 = (uint64_t *)(m + 0x100000), *pdpt = pml4 + 512,
+			 *pd = pml4 + 1024, *pt = pml4 + 1536;
+
+		pml4[0] = (0x100000 + 0x1000) | 7;
+		pdpt[0] = (0x100000 + 0x2000) | 7;
+		pd[3] = (0x100000 + 0x3000) | 7;
+		pt[5] = 0x2345000 | 7;
+		rc = kl_pt_walk(m, ram, 0x100000, (3ul << 21) | (5 << 12) | 0x42, &pa, &leaf, &user);
+		CHECK(rc == 0 && pa == 0x2345042 && leaf == 4096 && user == 1,
+		      "4K leaf: rc %d pa %#llx leaf %zu user %d", rc, (unsigned long long)pa, leaf,
+		      user);
+		pd[4] = (0x100000 + 0x3000) | 3; /* supervisor PD entry */
+		rc = kl_pt_walk(m, ram, 0x100000, (4ul << 21) | (5 << 12), &pa, &leaf, &user);
+		CHECK(rc == 0 && user == 0, "U bit ANDs down the walk: user %d", user);
+		pdpt[1] = (1ull << 30) | 0x87; /* 1 GiB leaf */
+		rc = kl_pt_walk(m, ram, 0x100000, (1ull << 30) + 77, &pa, &leaf, &user);
+		CHECK(rc == 0 && leaf == (1ul << 30) && pa == (1ull << 30) + 77, "1G leaf");
+		pdpt[2] = (128 * MiB) | 7; /* next table outside RAM */
+		rc = kl_pt_walk(m, ram, 0x100000, 2ull << 30, &pa, &leaf, &user);
+		CHECK(rc == -EFAULT, "table outside RAM: rc %d", rc);
+	}
+	free(m);
+}
+
+static void test_checksum(void)
+{
+	unsigned char b[64];
+	uint64_t h0, h1, h2;
+
+	memset(b, 0x11, sizeof(b));
+	h0 = kl_checksum(b, 0, sizeof(b));
+	b[17] ^= 1;
+	h1 = kl_checksum(b, 0, sizeof(b));
+	CHECK(h0 != h1, "one bit changes the checksum");
+	b[17] ^= 1;
+	memset(b, 0x22, 8);
+	memset(b + 8, 0x11, 8);
+	h1 = kl_checksum(b, 0, 16);
+	memset(b, 0x11, 8);
+	memset(b + 8, 0x22, 8);
+	h2 = kl_checksum(b, 0, 16);
+	CHECK(h1 != h2, "order matters");
+	CHECK(kl_checksum(b, 0, 0) == 0, "empty is 0");
+	/* one word: (0 ^ q) * golden */
+	memset(b, 0, 8);
+	b[0] = 1;
+	CHECK(kl_checksum(b, 0, 8) == 0x9e3779b97f4a7c15ull, "definition");
+}
+
+static void test_parse(void)
+{
+	CHECK(kl_parse_size("64M") == 64 * MiB, "64M");
+	CHECK(kl_parse_size("2G") == 2048 * MiB, "2G");
+	CHECK(kl_parse_size("1MiB") == MiB, "1MiB");
+	CHECK(kl_parse_size("4096") == 4096, "4096");
+	CHECK(kl_parse_size("0x1000") == 4096, "hex");
+	CHECK(kl_parse_size("") == 0 && kl_parse_size("-1") == 0 && kl_parse_size("12Q") == 0 &&
+		      kl_parse_size("M") == 0 && kl_parse_size("99999999999999G") == 0,
+	      "bad sizes are 0");
+}
+
+static int tmpfd(void)
+{
+	char p[] = "/tmp/kvm-lite-unit.XXXXXX";
+	int fd = mkstemp(p);
+
+	if (fd >= 0)
+		unlink(p);
+	return fd;
+}
+
+static void test_vcpu_file(void)
+{
+	struct kl_vcpu_state a, b;
+	int fd = tmpfd(), rc;
+	off_t len;
+	unsigned char byte;
+
+	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+	if (fd < 0)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.ram = 64 * MiB;
+	a.guest_page = 4096;
+	a.flags = 5;
+	a.regs.rip = 0x20123;
+	a.regs.rsp = 0x1fff0;
+	a.regs.rflags = 0x3002;
+	a.sregs.cr3 = 0x200000;
+	a.sregs.efer = 0x500;
+	a.sregs.cs.selector = 0x23;
+	a.sregs.cs.l = 1;
+	a.fpu.fcw = 0x37f;
+	rc = kl_vcpu_state_write(fd, &a);
+	CHECK(rc == 0, "write: %d", rc);
+	memset(&b, 0xa5, sizeof(b));
+	rc = kl_vcpu_state_read(fd, &b);
+	CHECK(rc == 0 && !memcmp(&a.regs, &b.regs, sizeof(a.regs)) &&
+		      !memcmp(&a.sregs, &b.sregs, sizeof(a.sregs)) &&
+		      !memcmp(&a.fpu, &b.fpu, sizeof(a.fpu)) && b.ram == a.ram &&
+		      b.guest_page == a.guest_page && b.flags == a.flags,
+	      "round trip: rc %d", rc);
+	len = lseek(fd, 0, SEEK_END);
+
+	/* a flipped byte in the middle */
+	CHECK(pread(fd, &byte, 1, len / 2) == 1, "pread");
+	byte ^= 0x40;
+	CHECK(pwrite(fd, &byte, 1, len / 2) == 1, "pwrite");
+	rc = kl_vcpu_state_read(fd, &b);
+	CHECK(rc == -EBADMSG, "corrupt: rc %d", rc);
+	byte ^= 0x40;
+	CHECK(pwrite(fd, &byte, 1, len / 2) == 1, "pwrite");
+	CHECK(kl_vcpu_state_read(fd, &b) == 0, "repaired");
+
+	/* trailing garbage, truncation, another file */
+	CHECK(pwrite(fd, "x", 1, len) == 1, "append");
+	rc = kl_vcpu_state_read(fd, &b);
+	CHECK(rc == -EBADMSG, "trailing byte: rc %d", rc);
+	CHECK(ftruncate(fd, len - 3) == 0, "truncate");
+	rc = kl_vcpu_state_read(fd, &b);
+	CHECK(rc == -EBADMSG, "truncated: rc %d", rc);
+	CHECK(ftruncate(fd, 100) == 0, "truncate");
+	rc = kl_vcpu_state_read(fd, &b);
+	CHECK(rc == -EBADMSG, "truncated to 100: rc %d", rc);
+	CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, "KLRAM001xxxxxxxxxxxxxxxx", 24, 0) == 24, "other");
+	rc = kl_vcpu_state_read(fd, &b);
+	CHECK(rc == -EINVAL, "not a vCPU file: rc %d", rc);
+	CHECK(ftruncate(fd, 0) == 0, "empty");
+	rc = kl_vcpu_state_read(fd, &b);
+	CHECK(rc == -EINVAL, "empty file: rc %d", rc);
+	close(fd);
+	CHECK(kl_crc32("123456789", 9) == 0xcbf43926u, "crc32 check value");
+}
+
+static void test_guest_image(void)
+{
+	size_t n = (size_t)(kl_guest_end - kl_guest_start);
+
+	CHECK(n > 256 && n <= KL_CODE_MAX && KL_CODE + n <= KL_GUEST_PT,
+	      "guest image %zu bytes fits at KL_CODE", n);
+}
+
+int main(void)
+{
+	test_layout();
+	test_boot_pt();
+	test_checksum();
+	test_parse();
+	test_vcpu_file();
+	test_guest_image();
+	printf("kvm-lite-unit: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}

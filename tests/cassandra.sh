@@ -1,0 +1,169 @@
+#!/bin/bash
+# Checks of examples/cassandra-like (ctest label "example"):
+#   1. correctness: a small run of workloads A, B and U, huge and base pages,
+#      with flushes, compactions and cache evictions, where every read must
+#      return the last acknowledged write (--verify), also after a reopen;
+#   2. crash: kill -9 mid-load and mid-run, restart, no acknowledged write
+#      lost (--acklog, then --check);
+#   3. bad input: missing data dir, data dir not on tmpfs, full tmpfs size=
+#      (clean error, no half-written table, nothing acknowledged lost);
+#   4. the standalone build: `make` in a copy of the directory against an
+#      installed hpregion, found with pkg-config only.
+# Needs root for its tmpfs mounts (runs in a private mount namespace);
+# exits 77 otherwise.
+#   cassandra.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+BIN=$BUILD/examples/cassandra-like/cassandra-like
+
+if [ "$(id -u)" != 0 ]; then
+	echo "SKIP: needs root to mount tmpfs huge=always/never and size= limits"
+	[ "${HPR_TEST_NO_SKIP:-}" = 1 ] && { echo "FAIL: HPR_TEST_NO_SKIP=1 forbids skips"; exit 1; }
+	exit 77
+fi
+if [ -z "${CASS_TEST_NS:-}" ]; then
+	exec unshare -m --propagation private env CASS_TEST_NS=1 "$0" "$@"
+fi
+[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+# hpregion's root suites change THP modes under an exclusive lock on this
+# file (tests/common.c): share it so none does while we run
+exec 9>>/tmp/hpr-system.lock
+flock -s 9
+
+T=$(mktemp -d /tmp/cass-test.XXXXXX)
+cleanup() {
+	for m in "$T"/m*; do umount "$m" 2>/dev/null || true; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+PASS=0 FAIL=0
+ok() { echo "ok: $*"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL: $*"; FAIL=$((FAIL + 1)); }
+mnt() { # dir options
+	mkdir -p "$1"
+	mount -t tmpfs -o "$2" none "$1"
+}
+json() { tail -n1 "$1"; }
+# sum of a numeric JSON field over the runs
+jsum() { grep -o "\"$2\":[0-9]*" <(json "$1") | awk -F: '{s += $2} END {print s + 0}'; }
+
+SMALL=(--records 4000 --threads 8 --ops 15000 --cache-mb 8 --memtable-mb 2 --status 1)
+
+# ---- 1. correctness ----
+mnt "$T/m1" huge=always,size=512m
+mnt "$T/m2" huge=never,size=512m
+if "$BIN" --data "$T/m1" --base-data "$T/m2" "${SMALL[@]}" --workloads a,b,u --verify \
+	>"$T/verify.log" 2>&1; then
+	ok "verify run exits 0"
+else
+	bad "verify run failed (exit $?)"; tail -20 "$T/verify.log"
+fi
+if json "$T/verify.log" | grep -q '"verify":{"enabled":true,"reads":[1-9][0-9]*,"errors":0}'; then
+	ok "every read returned the last acknowledged write ($(json "$T/verify.log" | grep -o '"reads":[0-9]*'))"
+else
+	bad "verify summary: $(json "$T/verify.log" | grep -o '"verify":{[^}]*}')"
+fi
+for f in flushes compactions cache_evictions; do
+	n=$(jsum "$T/verify.log" $f)
+	[ "$n" -gt 0 ] && ok "the run exercised $f ($n)" || bad "no $f happened: the test is too small"
+done
+grep -q 'huge-page coverage, huge run.*row cache 100%, memtables 100%' "$T/verify.log" &&
+	ok "huge run is huge-mapped (smaps)" || bad "huge run coverage: $(grep 'coverage, huge' "$T/verify.log")"
+grep -q 'huge-page coverage, base run.*row cache 0%, memtables 0%, table mappings 0%' "$T/verify.log" &&
+	ok "base run is on 4 KiB pages (smaps)" || bad "base run coverage: $(grep 'coverage, base' "$T/verify.log")"
+
+# ---- 2. crash: kill -9, restart, nothing acknowledged lost ----
+crash() { # name delay_lines
+	local d=$T/m3/$1 a=$T/$1.acklog pid n=0
+	mkdir -p "$d"
+	"$BIN" --data "$d" --records 20000 --threads 8 --seconds 60 --workloads u \
+		--cache-mb 8 --memtable-mb 2 --acklog "$a" >"$T/$1.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 600); do
+		n=0
+		[ -f "$a" ] && n=$(wc -l <"$a")
+		[ "$n" -ge "$2" ] && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -9 $pid 2>/dev/null || true
+	wait $pid 2>/dev/null || true
+	n=$(wc -l <"$a")
+	if "$BIN" --data "$d" --records 20000 --check "$a" >"$T/$1.check" 2>&1 &&
+		grep -q " 0 lost" "$T/$1.check"; then
+		ok "kill -9 after $n acknowledged writes ($1): $(grep -o 'acklog check.*' "$T/$1.check")"
+	else
+		bad "after kill -9 ($1):"; cat "$T/$1.check"
+	fi
+}
+mnt "$T/m3" huge=always,size=512m
+crash mid-load 5000
+crash mid-run 30000
+
+# ---- 3. bad input ----
+out=$("$BIN" --data "$T/does-not-exist" --records 100 --ops 10 2>&1) && rc=0 || rc=$?
+[ $rc = 2 ] && grep -q "does-not-exist: No such file or directory: create it on a tmpfs" <<<"$out" &&
+	ok "missing data dir: $(head -1 <<<"$out")" || bad "missing data dir: rc $rc: $out"
+
+# a directory on a disk file system: /var/tmp, else the build dir
+DISK=$(mktemp -d /var/tmp/cass-disk.XXXXXX)
+if [ "$(stat -f -c %T "$DISK")" = tmpfs ]; then
+	rm -rf "$DISK"
+	DISK=$(mktemp -d "$BUILD/cass-disk.XXXXXX")
+fi
+out=$("$BIN" --data "$DISK" --records 100 --ops 10 2>&1) && rc=0 || rc=$?
+if [ "$(stat -f -c %T "$DISK")" = tmpfs ]; then
+	bad "found no directory on a disk file system for the not-on-tmpfs case"
+else
+	[ $rc = 2 ] && grep -q "not tmpfs" <<<"$out" && ok "data dir on disk: $(head -1 <<<"$out")" ||
+		bad "data dir on disk: rc $rc: $out"
+	out=$("$BIN" --data "$DISK" --allow-disk --records 200 --ops 100 --threads 2 2>&1) &&
+		grep -q "warning: data directory is on" <<<"$out" &&
+		ok "--allow-disk runs with a warning" || bad "--allow-disk: $out"
+fi
+rm -rf "$DISK"
+
+# full tmpfs: regions on THP so only the log and the tables fill the mount
+mnt "$T/m4" huge=always,size=24m
+out=$("$BIN" --data "$T/m4" --records 20000 --threads 4 --ops 10 --memtable-mb 4 \
+	--cache-backend thp --acklog "$T/full.acklog" 2>&1) && rc=0 || rc=$?
+if [ $rc = 3 ] && grep -q "No space left on device (the tmpfs is full: raise its size=" <<<"$out"; then
+	ok "full tmpfs: clean error: $(grep -m1 -o 'kv.*No space left.*' <<<"$out" | cut -c1-160)"
+else
+	bad "full tmpfs: rc $rc: $(tail -5 <<<"$out")"
+fi
+ls "$T/m4"/*.tmp >/dev/null 2>&1 && bad "a half-written table was left: $(ls "$T/m4")" ||
+	ok "no half-written table left behind"
+mount -o remount,size=256m "$T/m4"
+if "$BIN" --data "$T/m4" --records 20000 --cache-backend thp --memtable-mb 4 \
+	--check "$T/full.acklog" >"$T/full.check" 2>&1 && grep -q " 0 lost" "$T/full.check"; then
+	ok "after raising size=: $(grep -o 'acklog check.*' "$T/full.check")"
+else
+	bad "after the full tmpfs:"; cat "$T/full.check"
+fi
+
+out=$("$BIN" --data "$T/m1" --records 0 2>&1) && rc=0 || rc=$?
+[ $rc = 2 ] && grep -q usage <<<"$out" && ok "bad option: usage" || bad "bad option: rc $rc"
+
+# ---- 4. standalone build with pkg-config only ----
+# Staged install (DESTDIR) + PKG_CONFIG_SYSROOT_DIR: what a packager does;
+# the copied directory is built with nothing but its Makefile.
+if DESTDIR="$T/root" cmake --install "$BUILD" >"$T/install.log" 2>&1; then
+	cp -r "$SRC/examples/cassandra-like" "$T/copy"
+	rm -f "$T/copy/cassandra-like" "$T/copy"/*.o
+	PC=$(dirname "$(find "$T/root" -name hpregion.pc | head -1)")
+	LIB=$(dirname "$(find "$T/root" -name 'libhpregion.so*' | head -1)")
+	if PKG_CONFIG_PATH=$PC PKG_CONFIG_SYSROOT_DIR=$T/root make -C "$T/copy" >"$T/make.log" 2>&1 &&
+		LD_LIBRARY_PATH=$LIB "$T/copy/cassandra-like" --data "$T/m1" --records 500 --ops 500 \
+			--threads 2 --cache-mb 4 --memtable-mb 1 --verify >"$T/standalone.log" 2>&1; then
+		ok "standalone make (pkg-config hpregion) builds and runs"
+	else
+		bad "standalone build:"; tail -n 20 "$T/make.log" "$T/standalone.log"
+	fi
+else
+	bad "cmake --install failed"; tail -n 20 "$T/install.log"
+fi
+
+echo "$PASS passed, $FAIL failed"
+[ $FAIL = 0 ]
