@@ -106,6 +106,19 @@ static int set_cpuid(int kvm, int vcpu)
 	return rc;
 }
 
+/* Setup ioctls can return EINTR when a signal arrives while KVM waits on a
+ * lock (KVM_CREATE_VM, KVM_SET_USER_MEMORY_REGION on hugetlb memory); they
+ * have no side effect then and are simply retried. */
+static long xioctl(int fd, unsigned long req, unsigned long arg)
+{
+	long rc;
+
+	do
+		rc = ioctl(fd, req, arg);
+	while (rc < 0 && errno == EINTR);
+	return rc;
+}
+
 int kl_vm_create(struct kl_vm *v, int kvm, void *ram, size_t size)
 {
 	struct kvm_userspace_memory_region slot = {
@@ -118,17 +131,17 @@ int kl_vm_create(struct kl_vm *v, int kvm, void *ram, size_t size)
 
 	memset(v, 0, sizeof(*v));
 	v->vm = v->vcpu = -1;
-	v->vm = ioctl(kvm, KVM_CREATE_VM, 0);
+	v->vm = xioctl(kvm, KVM_CREATE_VM, (unsigned long)(0));
 	if (v->vm < 0)
 		return -errno;
 	/* VMX needs a TSS area for real-mode emulation even if we never use
 	 * real mode; outside RAM (KL_MAX_RAM keeps it so). SVM ignores it. */
 	if (ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_SET_TSS_ADDR) > 0 &&
-	    ioctl(v->vm, KVM_SET_TSS_ADDR, KL_TSS_ADDR) < 0)
+	    xioctl(v->vm, KVM_SET_TSS_ADDR, (unsigned long)(KL_TSS_ADDR)) < 0)
 		goto fail;
-	if (ioctl(v->vm, KVM_SET_USER_MEMORY_REGION, &slot) < 0)
+	if (xioctl(v->vm, KVM_SET_USER_MEMORY_REGION, (unsigned long)(&slot)) < 0)
 		goto fail;
-	v->vcpu = ioctl(v->vm, KVM_CREATE_VCPU, 0);
+	v->vcpu = xioctl(v->vm, KVM_CREATE_VCPU, (unsigned long)(0));
 	if (v->vcpu < 0)
 		goto fail;
 	sz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
@@ -198,14 +211,14 @@ int kl_vcpu_enter_long_mode(struct kl_vm *v, uint64_t rip, uint64_t rsp)
 	s.cr4 = 0x20;				/* PAE */
 	s.cr0 = 0x80000000u | 0x10000 | 0x20 | 0x10 | 0x2 | 0x1; /* PG WP NE ET MP PE */
 	s.efer = 0x500;				/* LME | LMA */
-	if (ioctl(v->vcpu, KVM_SET_SREGS, &s) < 0)
+	if (xioctl(v->vcpu, KVM_SET_SREGS, (unsigned long)(&s)) < 0)
 		return -errno;
 	memset(&r, 0, sizeof(r));
 	r.rip = rip;
 	r.rsp = rsp;
 	r.rdi = KL_PARAMS;
 	r.rflags = 0x2;
-	if (ioctl(v->vcpu, KVM_SET_REGS, &r) < 0)
+	if (xioctl(v->vcpu, KVM_SET_REGS, (unsigned long)(&r)) < 0)
 		return -errno;
 	return 0;
 }
@@ -235,9 +248,9 @@ int kl_vcpu_save(struct kl_vm *v, struct kl_vcpu_state *st)
 
 int kl_vcpu_load(struct kl_vm *v, const struct kl_vcpu_state *st)
 {
-	if (ioctl(v->vcpu, KVM_SET_SREGS, &st->sregs) < 0 ||
-	    ioctl(v->vcpu, KVM_SET_REGS, &st->regs) < 0 ||
-	    ioctl(v->vcpu, KVM_SET_FPU, &st->fpu) < 0)
+	if (xioctl(v->vcpu, KVM_SET_SREGS, (unsigned long)(&st->sregs)) < 0 ||
+	    xioctl(v->vcpu, KVM_SET_REGS, (unsigned long)(&st->regs)) < 0 ||
+	    xioctl(v->vcpu, KVM_SET_FPU, (unsigned long)(&st->fpu)) < 0)
 		return -errno;
 	return 0;
 }
