@@ -137,6 +137,8 @@ int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
 /* ---- release.c ---- */
 int hpr__release_init(hpr_region *r);
 void hpr__release_destroy(hpr_region *r);
+/* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE). */
+int hpr__discard_page(hpr_region *r, size_t idx);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
 
 /* ---- stats.c ---- */

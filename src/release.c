@@ -260,11 +260,22 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 	return rc;
 }
 
+/* Give one huge page's memory back to the kernel now, whatever its state
+ * (the caller holds it BUSY): MADV_DONTNEED for private anonymous memory,
+ * a hole punched in the file for shmem and hugetlb. */
+int hpr__discard_page(hpr_region *r, size_t idx)
+{
+	if (r->backend == HPR_BACKEND_THP)
+		return hpr__os->madvise(r->base + hpr__page_off(r, idx), r->page_size,
+					MADV_DONTNEED);
+	return hpr__os->fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t)hpr__page_off(r, idx), (off_t)r->page_size);
+}
+
 /* Discard one LAZY page now. Returns 1 if discarded, 0 if not lazy. */
 static int reclaim_page(hpr_region *r, size_t idx)
 {
 	struct hpr__slot *s = hpr__slot_for(r, idx);
-	char *p = r->base + hpr__page_off(r, idx);
 	int rc;
 
 	pthread_mutex_lock(&s->mu);
@@ -275,11 +286,7 @@ static int reclaim_page(hpr_region *r, size_t idx)
 	atomic_store(&r->state[idx], HPR_PS_BUSY);
 	pthread_mutex_unlock(&s->mu);
 
-	if (r->backend == HPR_BACKEND_THP)
-		rc = hpr__os->madvise(p, r->page_size, MADV_DONTNEED);
-	else
-		rc = hpr__os->fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					(off_t)hpr__page_off(r, idx), (off_t)r->page_size);
+	rc = hpr__discard_page(r, idx);
 	pthread_mutex_lock(&s->mu);
 	if (rc) {
 		atomic_store(&r->state[idx], HPR_PS_LAZY);

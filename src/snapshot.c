@@ -500,7 +500,6 @@ static int load_page(hpr_region *r, size_t idx, void *arg)
 static int discard_page(hpr_region *r, size_t idx)
 {
 	struct hpr__slot *s = hpr__slot_for(r, idx);
-	char *p = r->base + hpr__page_off(r, idx);
 	uint8_t st;
 	int rc;
 
@@ -514,11 +513,7 @@ static int discard_page(hpr_region *r, size_t idx)
 	atomic_store(&r->state[idx], HPR_PS_BUSY);
 	pthread_mutex_unlock(&s->mu);
 
-	if (r->backend == HPR_BACKEND_THP)
-		rc = hpr__os->madvise(p, r->page_size, MADV_DONTNEED);
-	else
-		rc = hpr__os->fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					(off_t)hpr__page_off(r, idx), (off_t)r->page_size);
+	rc = hpr__discard_page(r, idx);
 	pthread_mutex_lock(&s->mu);
 	if (rc) {
 		atomic_store(&r->state[idx], st);
