@@ -51,12 +51,7 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 
 	(void)arg;
 	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
-		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
-			break;
-		pthread_cond_wait(&s->cv, &s->mu);
-	}
+	st = (uint8_t)hpr__page_settle(r, idx, s, true);
 	if (st == HPR_PS_LAZY || (st == HPR_PS_ABSENT && !any_resident(p, r->page_size))) {
 		pthread_mutex_unlock(&s->mu);
 		return 0;

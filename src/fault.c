@@ -362,22 +362,19 @@ static enum claim claim_page(hpr_region *r, size_t idx, bool wait, uint8_t *prev
 {
 	struct hpr__slot *s;
 	uint8_t st;
+	int settled;
 
 	st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
 	if (st == HPR_PS_PRESENT)
 		return CLAIM_DONE;
 	s = hpr__slot_for(r, idx);
 	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
-		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
-			break;
-		if (!wait) {
-			pthread_mutex_unlock(&s->mu);
-			return CLAIM_BUSY;
-		}
-		pthread_cond_wait(&s->cv, &s->mu);
+	settled = hpr__page_settle(r, idx, s, wait);
+	if (settled < 0) {
+		pthread_mutex_unlock(&s->mu);
+		return CLAIM_BUSY;
 	}
+	st = (uint8_t)settled;
 	if (st == HPR_PS_PRESENT) {
 		pthread_mutex_unlock(&s->mu);
 		return CLAIM_DONE;

@@ -118,6 +118,14 @@ struct hpr__slot {
 } __attribute__((aligned(HPR_CACHELINE)));
 
 struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx);
+/*
+ * With s->mu held (s = hpr__slot_for(r, idx)): wait until huge page idx is
+ * out of any transition (FAULTING, BUSY) and return its state; when wait
+ * is false return -1 at once instead of waiting (the lock stays held).
+ */
+static inline int hpr__page_settle(hpr_region *r, size_t idx, struct hpr__slot *s,
+				   bool wait);
+
 size_t hpr__slot_count(void);
 /* Fault one huge page in (exactly once across threads). */
 int hpr__fault_page(hpr_region *r, size_t idx, void *arg);
@@ -197,6 +205,20 @@ struct hpr_region {
 static inline size_t hpr__page_off(const hpr_region *r, size_t idx)
 {
 	return idx << r->page_shift;
+}
+
+static inline int hpr__page_settle(hpr_region *r, size_t idx, struct hpr__slot *s,
+				   bool wait)
+{
+	for (;;) {
+		uint8_t st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
+
+		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
+			return st;
+		if (!wait)
+			return -1;
+		pthread_cond_wait(&s->cv, &s->mu);
+	}
 }
 
 /* Validate [off,len) and widen to pages [*first, *last). */

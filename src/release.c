@@ -105,19 +105,15 @@ static int take_busy(hpr_region *r, size_t idx, bool wait)
 {
 	struct hpr__slot *s = hpr__slot_for(r, idx);
 	uint8_t st;
-	int took = 0;
+	int took = 0, settled;
 
 	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		st = atomic_load(&r->state[idx]);
-		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
-			break;
-		if (!wait) {
-			pthread_mutex_unlock(&s->mu);
-			return -1;
-		}
-		pthread_cond_wait(&s->cv, &s->mu);
+	settled = hpr__page_settle(r, idx, s, wait);
+	if (settled < 0) {
+		pthread_mutex_unlock(&s->mu);
+		return -1;
 	}
+	st = (uint8_t)settled;
 	if (st == HPR_PS_PRESENT) {
 		atomic_store(&r->state[idx], HPR_PS_BUSY);
 		took = 1;

@@ -504,12 +504,7 @@ static int discard_page(hpr_region *r, size_t idx)
 	int rc;
 
 	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		st = atomic_load(&r->state[idx]);
-		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
-			break;
-		pthread_cond_wait(&s->cv, &s->mu);
-	}
+	st = (uint8_t)hpr__page_settle(r, idx, s, true);
 	atomic_store(&r->state[idx], HPR_PS_BUSY);
 	pthread_mutex_unlock(&s->mu);
 
@@ -605,7 +600,17 @@ static int check_fd(const char *fn, int fd, bool write, struct stat *st)
 	return 0;
 }
 
-/* The data descriptor: an O_DIRECT reopen where the file system takes it. */
+/* tmpfs accepts O_DIRECT since 6.6 but still copies through its page
+ * cache: treat it as page-cache I/O. */
+static bool fs_is_tmpfs(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+}
+
+/* The data descriptor: an O_DIRECT reopen where the file system takes it
+ * and gains from it; -1 means page-cache I/O on the caller's fd. */
 static int open_data_fd(int fd, bool write, unsigned flags)
 {
 	char path[64];
@@ -615,16 +620,11 @@ static int open_data_fd(int fd, bool write, unsigned flags)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	dfd = open(path, (write ? O_WRONLY : O_RDONLY) | O_DIRECT | O_CLOEXEC);
+	if (dfd >= 0 && fs_is_tmpfs(dfd)) {
+		close(dfd);
+		return -1;
+	}
 	return dfd; /* -1: EINVAL (no O_DIRECT here), no /proc: page cache */
-}
-
-/* tmpfs accepts O_DIRECT since 6.6 but still copies through its page
- * cache: treat it as page-cache I/O. */
-static bool fs_is_tmpfs(int fd)
-{
-	struct statfs sf;
-
-	return fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
 }
 
 static int op_init(struct snap_op *op, hpr_region *r, bool save, int fd, unsigned flags)
@@ -714,12 +714,9 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 		goto out;
 	op.data_off = data_off;
 	dfd = open_data_fd(fd, true, flags);
-	if (dfd >= 0 && !fs_is_tmpfs(dfd)) {
+	if (dfd >= 0) {
 		op.fd = dfd;
 		op.direct = true;
-	} else if (dfd >= 0) {
-		close(dfd);
-		dfd = -1;
 	}
 	rc = op_run(&op, save_page);
 	if (dfd >= 0)
@@ -951,12 +948,9 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 			op.pg[i] |= PG_BEFORE;
 
 	dfd = open_data_fd(fd, false, flags);
-	if (dfd >= 0 && !fs_is_tmpfs(dfd)) {
+	if (dfd >= 0) {
 		op.fd = dfd;
 		op.direct = true;
-	} else if (dfd >= 0) {
-		close(dfd);
-		dfd = -1;
 	}
 	rc = op_run(&op, load_page);
 	if (dfd >= 0)
