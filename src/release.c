@@ -371,6 +371,7 @@ static void *reclaimer_main(void *arg)
 	bool ok;
 	int fd;
 
+	pthread_setname_np(pthread_self(), "hpr-reclaim");
 	fd = open_pressure(path, sizeof(path));
 	if (fd < 0) {
 		hpr__log(HPR_LOG_WARN, "region '%s': cannot open %s: %s", r->name, path,
@@ -431,7 +432,7 @@ int hpr__release_init(hpr_region *r)
 					      "/proc/pressure/memory (boot with psi=1)");
 	if (pipe2(r->reclaimer_pipe, O_CLOEXEC))
 		return hpr__fail(-errno, "pipe: %s", strerror(errno));
-	rc = -pthread_create(&r->reclaimer, NULL, reclaimer_main, r);
+	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r, &r->numa, 0);
 	if (rc) {
 		close(r->reclaimer_pipe[0]);
 		close(r->reclaimer_pipe[1]);

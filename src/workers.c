@@ -119,8 +119,12 @@ static void *worker_main(void *argp)
 	struct hpr__pool *p = &r->pool;
 	uint64_t seen = 0;
 	unsigned wa_id = wa->id;
+	char name[16];
 
 	free(wa);
+	/* visible in top -H, ps -L and /proc/PID/task/TID/comm */
+	snprintf(name, sizeof(name), "hpr-fault/%u", wa_id);
+	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		struct hpr__job *j;
@@ -155,26 +159,23 @@ int hpr__pool_init(hpr_region *r)
 	return 0;
 }
 
-/* Create and pin every worker before any job is published. Pool lock held. */
-static int pool_start(hpr_region *r)
+int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const struct hpr__numa *numa,
+		      size_t stack)
 {
-	struct hpr__pool *p = &r->pool;
 	pthread_attr_t attr;
 	sigset_t block, old;
 	cpu_set_t set;
-	int rc = 0;
+	int rc;
 
-	if (p->started)
-		return 0;
-	p->threads = calloc(r->nworkers, sizeof(*p->threads));
-	if (!p->threads)
-		return hpr__fail(-ENOMEM, "cannot allocate %u worker handles", r->nworkers);
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
+	rc = -pthread_attr_init(&attr);
+	if (rc)
+		return rc;
+	if (stack)
+		pthread_attr_setstacksize(&attr, stack);
 	/* pin to the nodes' CPUs (or the process's CPUs): not the affinity
-	 * of whichever thread happened to start the pool, which may be a
-	 * vCPU thread pinned to one CPU */
-	if (!hpr__numa_cpus(&r->numa, &set))
+	 * of whichever thread happened to start us, which may be a vCPU
+	 * thread pinned to one CPU */
+	if (!hpr__numa_cpus(numa, &set))
 		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
 	/* the application's signals go to the application's threads; the
 	 * synchronous fault signals stay open (blocking them turns a fault
@@ -186,6 +187,23 @@ static int pool_start(hpr_region *r)
 	sigdelset(&block, SIGILL);
 	sigdelset(&block, SIGTRAP);
 	pthread_sigmask(SIG_SETMASK, &block, &old);
+	rc = -pthread_create(th, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
+/* Create and pin every worker before any job is published. Pool lock held. */
+static int pool_start(hpr_region *r)
+{
+	struct hpr__pool *p = &r->pool;
+	int rc = 0;
+
+	if (p->started)
+		return 0;
+	p->threads = calloc(r->nworkers, sizeof(*p->threads));
+	if (!p->threads)
+		return hpr__fail(-ENOMEM, "cannot allocate %u worker handles", r->nworkers);
 	for (unsigned i = 0; i < r->nworkers; i++) {
 		struct worker_arg *wa = malloc(sizeof(*wa));
 
@@ -195,15 +213,13 @@ static int pool_start(hpr_region *r)
 		}
 		wa->r = r;
 		wa->id = i;
-		rc = -pthread_create(&p->threads[i], &attr, worker_main, wa);
+		rc = hpr__thread_start(&p->threads[i], worker_main, wa, &r->numa, 256 * 1024);
 		if (rc) {
 			free(wa);
 			break;
 		}
 		p->nthreads++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 	p->started = true;
 	if (rc && !p->nthreads)
 		return hpr__fail(rc, "cannot start worker threads: %s", strerror(-rc));

@@ -19,6 +19,7 @@
 #include <numaif.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -210,6 +211,7 @@ static int read_cpulist(const char *path, cpu_set_t *set, const char *key)
 }
 
 struct starter {
+	enum hpr_numa_policy pol;
 	hpr_region *r;
 	int rc;
 };
@@ -223,7 +225,22 @@ static void *starter_main(void *a)
 	CPU_ZERO(&one);
 	CPU_SET(1, &one);
 	pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-	s->rc = hpr_fault_in(s->r, 0, hpr_size(s->r));
+	/* it creates the region (the PSI reclaimer starts here) and faults
+	 * it in (the workers start here) */
+	{
+		struct hpr_config c;
+
+		hpr_config_init(&c);
+		c.size = 64 * MiB;
+		c.backend = HPR_BACKEND_THP;
+		c.numa_policy = s->pol;
+		c.numa_nodes = "0";
+		c.workers = 3;
+		c.flags = HPR_F_PSI_RECLAIM;
+		s->rc = hpr_create(&c, &s->r);
+	}
+	if (!s->rc)
+		s->rc = hpr_fault_in(s->r, 0, hpr_size(s->r));
 	return NULL;
 }
 
@@ -234,7 +251,7 @@ START_TEST(workers_pinned)
 	pthread_t th;
 	DIR *d;
 	struct dirent *e;
-	int workers = 0, rc;
+	int workers = 0, reclaimers = 0;
 	pid_t self = (pid_t)syscall(SYS_gettid);
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
@@ -250,31 +267,60 @@ START_TEST(workers_pinned)
 	 * must be told apart from one pinned on purpose */
 	ck_assert_msg(CPU_COUNT(&want) >= 2 || !CPU_ISSET(1, &want),
 		      "cannot tell a pinned worker from the starter's CPU 1 here");
-	rc = mk(HPR_BACKEND_THP, NULL, 64 * MiB, _i ? HPR_NUMA_BIND : HPR_NUMA_DEFAULT, "0",
-		3, &s.r);
-	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
+	s.pol = _i ? HPR_NUMA_BIND : HPR_NUMA_DEFAULT;
+	s.r = NULL;
 	pthread_create(&th, NULL, starter_main, &s);
 	pthread_join(th, NULL);
-	ck_assert_int_eq(s.rc, 0);
-	/* every other task of this process now is a worker */
+	ck_assert_msg(s.rc == 0, "%s", hpr_strerror(s.rc));
+	/* the workers, by name: pthread_join() returns once the starter has
+	 * cleared its tid, but its task can still be listed in
+	 * /proc/self/task (with its CPU 1 mask) until the kernel reaps it,
+	 * which under TCG takes long enough to be seen */
 	d = opendir("/proc/self/task");
 	ck_assert_ptr_nonnull(d);
 	while ((e = readdir(d))) {
-		char p[300];
+		char p[300], comm[32] = "", line[256];
+		unsigned long long blk = 0;
 		cpu_set_t got;
+		FILE *f;
 
 		if (e->d_name[0] == '.' || atoi(e->d_name) == self)
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		if (!(f = fopen(p, "r")))
+			continue; /* gone meanwhile: the starter */
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+		if (!strncmp(comm, "hpr-fault/", 10))
+			workers++;
+		else if (!strcmp(comm, "hpr-reclaim"))
+			reclaimers++;
+		else
 			continue;
 		snprintf(p, sizeof(p), "/proc/self/task/%s/status", e->d_name);
 		ck_assert_int_eq(read_cpulist(p, &got, "Cpus_allowed_list:"), 0);
 		ck_assert_msg(CPU_EQUAL(&got, &want),
-			      "worker %s runs on %d CPUs, not the node's %d (inherited "
+			      "%s (task %s) runs on %d CPUs, not the node's %d (inherited "
 			      "the starter's mask?)",
-			      e->d_name, CPU_COUNT(&got), CPU_COUNT(&want));
-		workers++;
+			      comm, e->d_name, CPU_COUNT(&got), CPU_COUNT(&want));
+		/* application signals blocked, synchronous fault signals open */
+		f = fopen(p, "r");
+		ck_assert_ptr_nonnull(f);
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "SigBlk:", 7))
+				blk = strtoull(line + 7, NULL, 16);
+		fclose(f);
+		ck_assert_msg((blk & (1ULL << (SIGINT - 1))) && (blk & (1ULL << (SIGTERM - 1))) &&
+				      (blk & (1ULL << (SIGUSR1 - 1))) &&
+				      !(blk & (1ULL << (SIGBUS - 1))) &&
+				      !(blk & (1ULL << (SIGSEGV - 1))),
+			      "%s (task %s): blocked signals %#llx", comm, e->d_name, blk);
 	}
 	closedir(d);
 	ck_assert_int_eq(workers, 3);
+	ck_assert_int_eq(reclaimers, 1);
 	ck_assert_int_eq(hpr_destroy(s.r), 0);
 }
 END_TEST
