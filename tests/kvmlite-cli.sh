@@ -31,6 +31,8 @@ expect 2 "unknown backend 'ept'" -b ept
 expect 2 "use 4k or 2m" -g 1g
 expect 2 "bad number '0' for --repeat" --matrix --repeat 0
 expect 2 "unexpected argument" extra
+expect 2 "--json and --quick go with --matrix" --json /tmp/kl.json
+expect 2 "--json and --quick go with --matrix" -b thp --quick
 
 # More RAM than the hugetlb pool holds. Other suites resize the pool under
 # /tmp/hpr-system.lock; hold it so the pool can't change under us.

@@ -9,7 +9,9 @@
 #   tests/kvmlite-vm.sh BUILD_DIR [WORK_DIR]
 #   KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3" tests/kvmlite-vm.sh build
 #       runs that one command instead of the test cases (KVMLITE_VM_MEM,
-#       KVMLITE_VM_HUGEPAGES, KVMLITE_VM_TIMEOUT size the guest)
+#       KVMLITE_VM_HUGEPAGES, KVMLITE_VM_TIMEOUT size the guest); with
+#       KVMLITE_VM_JSON=FILE the command also gets --json and its JSON is
+#       copied back to FILE on the host (bench/run uses this)
 # The kernel package is fetched once with apt-get download into
 # ${HPR_VM_CACHE:-WORK_DIR/cache} (not installed). Exit 77 when qemu,
 # busybox-static or the kernel package can't be had (scripts/deps.sh
@@ -83,6 +85,9 @@ run() { # name args...
 	echo "KVMLITE-CASE $n rc=$?"
 }
 . /cases
+if [ -f /tmp/kvm-lite.json ]; then
+	echo KVMLITE-JSON-BEGIN; cat /tmp/kvm-lite.json; echo KVMLITE-JSON-END
+fi
 echo KVMLITE-END
 poweroff -f
 EOF
@@ -90,7 +95,7 @@ chmod +x "$ROOT/init"
 echo "${KVMLITE_VM_HUGEPAGES:-96}" >"$ROOT/hugepages"
 if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 	# one case of your own, e.g. KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3"
-	echo "run custom $KVMLITE_VM_ARGS" >"$ROOT/cases"
+	echo "run custom $KVMLITE_VM_ARGS${KVMLITE_VM_JSON:+ --json /tmp/kvm-lite.json}" >"$ROOT/cases"
 	NCASES=1
 else
 	cat >"$ROOT/cases" <<'EOF'
@@ -129,6 +134,11 @@ ncase=$(grep -c "KVMLITE-CASE " "$LOG" || true)
 [ "$ncase" = $NCASES ] || { echo "kvmlite-vm: $ncase of $NCASES cases reported" >&2; fail=1; }
 if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 	[ $fail = 0 ] && grep -q "KVMLITE-CASE custom rc=0" "$LOG" || fail=1
+	if [ -n "${KVMLITE_VM_JSON:-}" ]; then
+		tr -d '\r' <"$LOG" | sed -n '/^KVMLITE-JSON-BEGIN$/,/^KVMLITE-JSON-END$/p' |
+			sed '1d;$d' >"$KVMLITE_VM_JSON"
+		[ -s "$KVMLITE_VM_JSON" ] || { echo "kvmlite-vm: no JSON from the guest" >&2; fail=1; }
+	fi
 	exit $fail
 fi
 while read -r line; do

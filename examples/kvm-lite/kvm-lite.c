@@ -52,7 +52,8 @@ struct opts {
 	size_t guest_page;
 	const char *shmem_dir;
 	const char *snapshot;
-	bool matrix, fpr, verbose, ud2;
+	bool matrix, fpr, verbose, ud2, quick;
+	const char *json;
 	unsigned repeat, workers;
 	uint64_t rand_iters, stride_reps;
 };
@@ -94,7 +95,12 @@ static void usage(FILE *f)
 		"                         {4k,2m} and print ratios vs 4k+4k\n"
 		"      --repeat N         matrix rounds, interleaved (default 3); the\n"
 		"                         matrix runs no --fpr/--snapshot rounds\n"
-		"      --fpr              free page reporting rounds (release, reuse)\n"
+		"      --fpr              free page reporting rounds (release, reuse);\n"
+		"                         with --matrix: after the matrix, interleaved\n"
+		"                         FPR rounds on thp, hugetlb and shmem-huge\n"
+		"      --json FILE        with --matrix: the results as JSON (bench/run)\n"
+		"      --quick            with --matrix: 1 round and short loops unless\n"
+		"                         --repeat/--rand-iters/--stride-reps say otherwise\n"
 		"      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
 		"                         PREFIX.ram (hpr_save) and the vCPU to\n"
 		"                         PREFIX.vcpu, restore into a new VM, resume\n"
@@ -662,20 +668,55 @@ static int cmp_u64(const void *a, const void *b)
 
 #define NCELL 8
 #define MAXREP 32
+#define NFPR 3
 
-static int run_matrix(struct opts *o, int kvm)
+static const enum hb mx_rows[4] = { HB_4K, HB_THP, HB_HUGETLB, HB_SHMEM_HUGE };
+static const char *const mx_ev_names[4] = { "memset1", "memset2", "stride 4K", "random" };
+static const enum hb fpr_rows[NFPR] = { HB_THP, HB_HUGETLB, HB_SHMEM_HUGE };
+
+/* Medians of the matrix and of the free page reporting rounds. */
+struct bench_out {
+	int done[NCELL];
+	uint64_t med[NCELL][4];
+	double cov[NCELL];
+	char why[NCELL][320];
+	int fpr_done[NFPR];
+	char fpr_why[NFPR][320];
+	/* Mcycles of the guest refilling its reported range: warm (never
+	 * released), after release_lazy + fault_in, after reclaim + fault_in */
+	double fpr_warm[NFPR], fpr_lazy[NFPR], fpr_recl[NFPR];
+	/* host ms: release_lazy, fault_in after it; release+reclaim, fault_in */
+	double fpr_rel[NFPR][2], fpr_acq[NFPR][2];
+	size_t fpr_len;
+};
+
+static int cmp_double(const void *a, const void *b)
 {
-	static const enum hb rows[4] = { HB_4K, HB_THP, HB_HUGETLB, HB_SHMEM_HUGE };
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int run_matrix(struct opts *o, int kvm, struct bench_out *out)
+{
+	const enum hb *rows = mx_rows;
 	static const unsigned evs[4] = { KL_EV_MEMSET1, KL_EV_MEMSET2, KL_EV_STRIDE, KL_EV_RANDOM };
 	uint64_t m[NCELL][4][MAXREP];
-	double cov[NCELL], pf[NCELL];
+	double *cov = out->cov, pf[NCELL];
 	size_t leaf[NCELL];
-	int done[NCELL] = { 0 }, bad = 0;
-	char why[NCELL][320];
-	uint64_t med[NCELL][4];
+	int *done = out->done, bad = 0;
+	char (*why)[320] = out->why;
+	uint64_t (*med)[4] = out->med;
+	bool fpr = o->fpr;
 
-	memset(why, 0, sizeof(why));
-	memset(cov, 0, sizeof(cov));
 	memset(leaf, 0, sizeof(leaf));
 	memset(pf, 0, sizeof(pf));
 	o->fpr = false;
@@ -753,8 +794,183 @@ static int run_matrix(struct opts *o, int kvm)
 		}
 		printf("%7.0f%%   %-10s %.0f ms\n", 100.0 * cov[c] / done[c],
 		       leaf[c] == 4096 ? "4 KiB" : leaf[c] ? "2 MiB" : "?", pf[c] / done[c]);
+		cov[c] /= done[c];
+	}
+	o->fpr = fpr;
+	return bad;
+}
+
+/*
+ * Free page reporting, the cost of reuse: the guest fills the upper half of
+ * its RAM (warm), reports it free (hpr_release_lazy), takes it back
+ * (hpr_fault_in) and fills it again; then the same with hpr_reclaim after
+ * the release, so the memory really went back to the host. Interleaved
+ * rounds per host backend, guest 2 MiB pages; medians.
+ */
+static int run_fpr_rounds(struct opts *o, int kvm, struct bench_out *out)
+{
+	double w[NFPR][MAXREP], lz[NFPR][MAXREP], rc_[NFPR][MAXREP];
+	double rel[NFPR][2][MAXREP], acq[NFPR][2][MAXREP];
+	int bad = 0;
+
+	o->fpr = true;
+	for (unsigned rep = 0; rep < o->repeat; rep++) {
+		for (unsigned k = 0; k < NFPR; k++) {
+			unsigned c = (k + rep) % NFPR;
+			enum hb b = fpr_rows[c];
+			struct kl_layout l;
+			struct result res;
+			hpr_region *r = NULL;
+			char msg[256];
+			int rc, n = out->fpr_done[c];
+
+			if (out->fpr_why[c][0])
+				continue;
+			if (kl_layout_init(&l, o->ram, 2ul << 20, host_page(b), hb_names[b], msg,
+					   sizeof(msg))) {
+				snprintf(out->fpr_why[c], sizeof(out->fpr_why[c]), "%.300s", msg);
+				continue;
+			}
+			out->fpr_len = l.fpr_len;
+			rc = create_ram(o, b, &r);
+			if (rc) {
+				snprintf(out->fpr_why[c], sizeof(out->fpr_why[c]),
+					 "unavailable: %.290s", hpr_strerror(rc));
+				continue;
+			}
+			rc = run_guest(o, kvm, b, &l, &r, &res);
+			if (rc || check_result(o, &res)) {
+				snprintf(out->fpr_why[c], sizeof(out->fpr_why[c]), "run FAILED (%s)",
+					 rc ? strerror(-rc) : "checksum or page-table check");
+				bad = 1;
+			} else {
+				w[c][n] = mc(res.ev[KL_EV_FPR_WARM]);
+				lz[c][n] = mc(res.ev[KL_EV_FPR_LAZY]);
+				rc_[c][n] = mc(res.ev[KL_EV_FPR_RECLAIMED]);
+				for (int j = 0; j < 2; j++) {
+					rel[c][j][n] = res.release_ms[j];
+					acq[c][j][n] = res.acquire_ms[j];
+				}
+				out->fpr_done[c]++;
+			}
+			hpr_destroy(r);
+		}
+	}
+	printf("\nfree page reporting, guest refills %zu MiB it reported free, median of %u "
+	       "interleaved rounds\n(Mcycles in the guest, ratio vs warm; host ms for the "
+	       "report and the reuse)\n",
+	       out->fpr_len >> 20, o->repeat);
+	printf("%-11s %-8s %-22s %-22s %-18s %s\n", "host", "warm", "after release_lazy",
+	       "after reclaim", "lazy: rel+reuse", "reclaim: rel+reuse");
+	for (int c = 0; c < NFPR; c++) {
+		int n = out->fpr_done[c];
+		char a[32], bb[32];
+
+		printf("%-11s ", hb_names[fpr_rows[c]]);
+		if (!n) {
+			printf("%s\n", out->fpr_why[c][0] ? out->fpr_why[c] : "no run");
+			continue;
+		}
+		out->fpr_warm[c] = median(w[c], n);
+		out->fpr_lazy[c] = median(lz[c], n);
+		out->fpr_recl[c] = median(rc_[c], n);
+		for (int j = 0; j < 2; j++) {
+			out->fpr_rel[c][j] = median(rel[c][j], n);
+			out->fpr_acq[c][j] = median(acq[c][j], n);
+		}
+		snprintf(a, sizeof(a), "%.2f (%.2fx)", out->fpr_lazy[c],
+			 out->fpr_lazy[c] / out->fpr_warm[c]);
+		snprintf(bb, sizeof(bb), "%.2f (%.2fx)", out->fpr_recl[c],
+			 out->fpr_recl[c] / out->fpr_warm[c]);
+		printf("%-8.2f %-22s %-22s %6.2f+%-6.2f ms    %6.2f+%.2f ms\n", out->fpr_warm[c], a,
+		       bb, out->fpr_rel[c][0], out->fpr_acq[c][0], out->fpr_rel[c][1],
+		       out->fpr_acq[c][1]);
 	}
 	return bad;
+}
+
+/* bench/run's convention: {"headline": [{measure, ours, baseline, ratio,
+ * anchor}], "matrix": [...], "fpr": [...]} */
+static int write_json(const char *path, const struct opts *o, const char *kvm_desc,
+		      const struct bench_out *out)
+{
+	FILE *f = fopen(path, "w");
+	bool first = true;
+
+	if (!f) {
+		fprintf(stderr, "kvm-lite: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fputs("{\"kvm\": \"", f);
+	for (const char *p = kvm_desc; *p; p++)
+		if (*p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+			fputc(*p, f);
+	fprintf(f, "\", \"ram_mib\": %zu, \"repeat\": %u,\n \"headline\": [", o->ram >> 20,
+		o->repeat);
+	/* random access: host huge + guest 2m against host 4k + guest 4k */
+	for (int c = 3; c < NCELL; c += 2) {
+		if (!out->done[c] || !out->done[0] || !out->med[0][3])
+			continue;
+		fprintf(f,
+			"%s\n  {\"measure\": \"guest random access, host %s + guest 2M vs host "
+			"4K + guest 4K, Mcycles\", \"ours\": %.2f, \"baseline\": %.2f, "
+			"\"ratio\": %.3f, \"anchor\": \"1-16 %% apart across host x guest "
+			"page sizes\"}",
+			first ? "" : ",", hb_names[mx_rows[c / 2]], mc(out->med[c][3]),
+			mc(out->med[0][3]), (double)out->med[c][3] / (double)out->med[0][3]);
+		first = false;
+	}
+	for (int c = 0; c < NFPR; c++) {
+		if (!out->fpr_done[c])
+			continue;
+		fprintf(f,
+			"%s\n  {\"measure\": \"guest refill of reported memory after "
+			"release_lazy vs warm, %s, Mcycles\", \"ours\": %.2f, \"baseline\": "
+			"%.2f, \"ratio\": %.3f, \"anchor\": \"reuse after free page reporting "
+			"costs nothing extra once freed lazily (MADV_FREE)\"},",
+			first ? "" : ",", hb_names[fpr_rows[c]], out->fpr_lazy[c], out->fpr_warm[c],
+			out->fpr_lazy[c] / out->fpr_warm[c]);
+		fprintf(f,
+			"\n  {\"measure\": \"guest refill after release + reclaim vs warm, %s, "
+			"Mcycles\", \"ours\": %.2f, \"baseline\": %.2f, \"ratio\": %.3f},",
+			hb_names[fpr_rows[c]], out->fpr_recl[c], out->fpr_warm[c],
+			out->fpr_recl[c] / out->fpr_warm[c]);
+		fprintf(f,
+			"\n  {\"measure\": \"host reuse cost (release + fault_in), reclaim vs "
+			"lazy, %s, ms\", \"ours\": %.2f, \"baseline\": %.2f, \"ratio\": %.2f}",
+			hb_names[fpr_rows[c]], out->fpr_rel[c][1] + out->fpr_acq[c][1],
+			out->fpr_rel[c][0] + out->fpr_acq[c][0],
+			(out->fpr_rel[c][1] + out->fpr_acq[c][1]) /
+				(out->fpr_rel[c][0] + out->fpr_acq[c][0]));
+		first = false;
+	}
+	fprintf(f, "\n ],\n \"matrix\": [");
+	for (int c = 0; c < NCELL; c++) {
+		fprintf(f, "%s\n  {\"host\": \"%s\", \"guest\": \"%s\", \"rounds\": %d",
+			c ? "," : "", hb_names[mx_rows[c / 2]], c % 2 ? "2m" : "4k", out->done[c]);
+		for (int e = 0; e < 4 && out->done[c]; e++)
+			fprintf(f, ", \"%s_mcycles\": %.3f", mx_ev_names[e], mc(out->med[c][e]));
+		if (out->done[c])
+			fprintf(f, ", \"host_huge\": %.3f", out->cov[c]);
+		fprintf(f, "}");
+	}
+	fprintf(f, "\n ],\n \"fpr\": [");
+	for (int c = 0; c < NFPR; c++) {
+		fprintf(f, "%s\n  {\"host\": \"%s\", \"rounds\": %d", c ? "," : "",
+			hb_names[fpr_rows[c]], out->fpr_done[c]);
+		if (out->fpr_done[c])
+			fprintf(f,
+				", \"warm_mcycles\": %.3f, \"lazy_mcycles\": %.3f, "
+				"\"reclaimed_mcycles\": %.3f, \"lazy_release_ms\": %.3f, "
+				"\"lazy_fault_in_ms\": %.3f, \"reclaim_release_ms\": %.3f, "
+				"\"reclaim_fault_in_ms\": %.3f",
+				out->fpr_warm[c], out->fpr_lazy[c], out->fpr_recl[c],
+				out->fpr_rel[c][0], out->fpr_acq[c][0], out->fpr_rel[c][1],
+				out->fpr_acq[c][1]);
+		fprintf(f, "}");
+	}
+	fprintf(f, "\n ]\n}\n");
+	return fclose(f) ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -773,6 +989,8 @@ int main(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "test-guest-fault", no_argument, NULL, 'U' },
+		{ "json", required_argument, NULL, 'J' },
+		{ "quick", no_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -788,6 +1006,7 @@ int main(int argc, char **argv)
 	hpr_region *r = NULL;
 	struct result res;
 	char msg[512];
+	bool set_repeat = false, set_rand = false, set_stride = false;
 	int c, kvm, rc;
 
 	while ((c = getopt_long(argc, argv, "m:b:g:vh", lo, NULL)) != -1) {
@@ -837,6 +1056,12 @@ int main(int argc, char **argv)
 		case 'U':
 			o.ud2 = true;
 			break;
+		case 'J':
+			o.json = optarg;
+			break;
+		case 'Q':
+			o.quick = true;
+			break;
 		case 'r':
 		case 'R':
 		case 'T':
@@ -853,11 +1078,11 @@ int main(int argc, char **argv)
 				return EXIT_INPUT;
 			}
 			if (c == 'r')
-				o.repeat = (unsigned)v;
+				o.repeat = (unsigned)v, set_repeat = true;
 			else if (c == 'R')
-				o.rand_iters = v;
+				o.rand_iters = v, set_rand = true;
 			else if (c == 'T')
-				o.stride_reps = v;
+				o.stride_reps = v, set_stride = true;
 			else
 				o.workers = (unsigned)v;
 			break;
@@ -873,6 +1098,18 @@ int main(int argc, char **argv)
 	if (optind < argc) {
 		fprintf(stderr, "kvm-lite: unexpected argument '%s'\n", argv[optind]);
 		return EXIT_INPUT;
+	}
+	if ((o.json || o.quick) && !o.matrix) {
+		fprintf(stderr, "kvm-lite: --json and --quick go with --matrix\n");
+		return EXIT_INPUT;
+	}
+	if (o.quick) {
+		if (!set_repeat)
+			o.repeat = 1;
+		if (!set_rand)
+			o.rand_iters = 1ul << 18;
+		if (!set_stride)
+			o.stride_reps = 2;
 	}
 
 	/* 1. Everything checkable without KVM. */
@@ -920,7 +1157,18 @@ int main(int argc, char **argv)
 	printf("kvm-lite %s on KVM: %s\n", hpr_version(), msg);
 
 	if (o.matrix) {
-		rc = run_matrix(&o, kvm);
+		struct bench_out *out = calloc(1, sizeof(*out));
+
+		if (!out) {
+			rc = 1;
+		} else {
+			rc = run_matrix(&o, kvm, out);
+			if (o.fpr)
+				rc |= run_fpr_rounds(&o, kvm, out);
+			if (o.json && write_json(o.json, &o, msg, out))
+				rc = 1;
+			free(out);
+		}
 	} else {
 		rc = run_guest(&o, kvm, o.backend, &l, &r, &res);
 		if (!rc) {
