@@ -195,6 +195,39 @@ unsigned long t_hugetlb_pool(unsigned long kb, unsigned long n)
 	return pool_read(kb, "nr_hugepages");
 }
 
+void t_need_pool_2m(unsigned long n)
+{
+	unsigned long got = t_hugetlb_pool(2048, n);
+
+	if (got < n) {
+		t_compact();
+		got = t_hugetlb_pool(2048, n);
+	}
+	if (got < n)
+		t_skip("the kernel gave %lu of %lu 2 MiB hugetlb pages", got, n);
+	ck_assert_int_eq(t_sysfs_set("/sys/kernel/mm/hugepages/hugepages-2048kB/"
+				     "nr_overcommit_hugepages", "0"), 0);
+}
+
+hpr_region *t_region(enum hpr_backend b, const char *path, size_t size, unsigned workers,
+		     unsigned flags)
+{
+	struct hpr_config c;
+	hpr_region *r = NULL;
+	int rc;
+
+	hpr_config_init(&c);
+	c.size = size;
+	c.backend = b;
+	c.path = path;
+	c.workers = workers;
+	c.flags = flags;
+	rc = hpr_create(&c, &r);
+	ck_assert_msg(rc == 0, "create %s %zu bytes%s%s: %s", hpr_backend_name(b), size,
+		      path ? " in " : "", path ? path : "", hpr_strerror(rc));
+	return r;
+}
+
 unsigned long t_hugetlb_free(unsigned long kb)
 {
 	return pool_read(kb, "free_hugepages");

@@ -37,9 +37,18 @@ const char *t_mount_hugetlbfs(const char *opts);
 /* Set the hugetlb pool of page size kb (2048, 1048576) to n pages; the old
  * value comes back at exit. Returns how many pages the kernel gave. */
 unsigned long t_hugetlb_pool(unsigned long kb, unsigned long n);
+/* Exactly n 2 MiB hugetlb pages and no overcommit (so what AUTO sees is
+ * the pool), compacting memory once if the kernel gives fewer; skips if it
+ * still cannot. */
+void t_need_pool_2m(unsigned long n);
 unsigned long t_hugetlb_free(unsigned long kb);
 unsigned long t_hugetlb_resv(unsigned long kb);
 unsigned long t_hugetlb_surp(unsigned long kb);
+/* hpr_create() a region of size bytes on backend b (path: a tmpfs or
+ * hugetlbfs directory, or NULL), workers (0: the default) and flags; fails
+ * the test with hpr_strerror()'s message if it cannot. */
+hpr_region *t_region(enum hpr_backend b, const char *path, size_t size, unsigned workers,
+		     unsigned flags);
 /* Write a sysfs/procfs file; the old content (or bracketed mode) comes back
  * at exit. Returns 0 or -errno. */
 int t_sysfs_set(const char *path, const char *val);

@@ -149,21 +149,6 @@ static void config(struct hpr_config *c, enum hpr_backend b, const char *path)
 	c->name = "backends";
 }
 
-static void need_pool(unsigned long n)
-{
-	unsigned long got = t_hugetlb_pool(2048, n);
-
-	if (got < n) {
-		t_compact();
-		got = t_hugetlb_pool(2048, n);
-	}
-	if (got < n)
-		t_skip("the kernel gave %lu of %lu 2 MiB hugetlb pages", got, n);
-	/* no surplus pages: what AUTO sees is exactly the pool */
-	ck_assert_int_eq(t_sysfs_set("/sys/kernel/mm/hugepages/hugepages-2048kB/"
-				     "nr_overcommit_hugepages", "0"), 0);
-}
-
 static void no_pool(void)
 {
 	ck_assert_uint_eq(t_hugetlb_pool(2048, 0), 0);
@@ -313,7 +298,7 @@ START_TEST(hugetlb_fs)
 	hpr_region *r;
 	struct stat sb;
 
-	need_pool(HTLB_PAGES);
+	t_need_pool_2m(HTLB_PAGES);
 	dir = t_mount_hugetlbfs("pagesize=2M");
 	config(&c, HPR_BACKEND_HUGETLB, dir);
 	r = create_checked("hugetlb hugetlbfs", &c, HPR_BACKEND_HUGETLB, 2 * MiB);
@@ -333,7 +318,7 @@ START_TEST(hugetlb_memfd)
 	struct hpr_config c;
 	hpr_region *r;
 
-	need_pool(HTLB_PAGES);
+	t_need_pool_2m(HTLB_PAGES);
 	config(&c, HPR_BACKEND_HUGETLB, NULL);
 	r = create_checked("hugetlb memfd", &c, HPR_BACKEND_HUGETLB, 2 * MiB);
 	ck_assert_int_eq(hpr_destroy(r), 0);
@@ -346,7 +331,7 @@ START_TEST(hugetlb_memfd_shared)
 	struct hpr_config c;
 	hpr_region *r;
 
-	need_pool(HTLB_PAGES);
+	t_need_pool_2m(HTLB_PAGES);
 	config(&c, HPR_BACKEND_HUGETLB, NULL);
 	c.flags = HPR_F_SHARED;
 	r = create_checked("hugetlb memfd shared", &c, HPR_BACKEND_HUGETLB, 2 * MiB);
@@ -410,7 +395,7 @@ START_TEST(auto_pool)
 	struct hpr_config c;
 	hpr_region *r;
 
-	need_pool(HTLB_PAGES);
+	t_need_pool_2m(HTLB_PAGES);
 	config(&c, HPR_BACKEND_AUTO, NULL);
 	r = create_checked("auto, pool", &c, HPR_BACKEND_HUGETLB, 2 * MiB);
 	ck_assert_int_eq(hpr_destroy(r), 0);
@@ -423,7 +408,7 @@ START_TEST(auto_small_pool)
 	hpr_region *r;
 
 	/* a pool too small for the region is passed over, not half used */
-	need_pool(4);
+	t_need_pool_2m(4);
 	config(&c, HPR_BACKEND_AUTO, NULL);
 	r = create_checked("auto, pool too small", &c, HPR_BACKEND_THP, thp_pmd_size());
 	ck_assert_uint_eq(t_hugetlb_free(2048), 4);
@@ -452,7 +437,7 @@ START_TEST(auto_tmpfs_pool)
 	struct hpr_config c;
 	hpr_region *r;
 
-	need_pool(HTLB_PAGES);
+	t_need_pool_2m(HTLB_PAGES);
 	config(&c, HPR_BACKEND_AUTO, dir);
 	r = create_checked("auto, tmpfs path, pool", &c, HPR_BACKEND_HUGETLB, 2 * MiB);
 	ck_assert_int_eq(hpr_destroy(r), 0);
@@ -465,7 +450,7 @@ START_TEST(auto_hugetlbfs)
 	struct hpr_config c;
 	hpr_region *r;
 
-	need_pool(HTLB_PAGES);
+	t_need_pool_2m(HTLB_PAGES);
 	dir = t_mount_hugetlbfs("pagesize=2M");
 	config(&c, HPR_BACKEND_AUTO, dir);
 	r = create_checked("auto, hugetlbfs path, pool", &c, HPR_BACKEND_HUGETLB,

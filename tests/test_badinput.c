@@ -98,20 +98,6 @@ static void cfg(struct hpr_config *c, enum hpr_backend b, const char *path)
 	c->name = "bad";
 }
 
-static void pool(unsigned long n)
-{
-	unsigned long got = t_hugetlb_pool(2048, n);
-
-	if (got < n) {
-		t_compact();
-		got = t_hugetlb_pool(2048, n);
-	}
-	if (got < n)
-		t_skip("the kernel gave %lu of %lu 2 MiB hugetlb pages", got, n);
-	ck_assert_int_eq(t_sysfs_set("/sys/kernel/mm/hugepages/hugepages-2048kB/"
-				     "nr_overcommit_hugepages", "0"), 0);
-}
-
 START_TEST(size_zero)
 {
 	struct hpr_config c;
@@ -128,7 +114,7 @@ START_TEST(size_overflow)
 {
 	struct hpr_config c;
 
-	pool(8);
+	t_need_pool_2m(8);
 	for (int b = HPR_BACKEND_AUTO; b <= HPR_BACKEND_HUGETLB; b++) {
 		cfg(&c, (enum hpr_backend)b, NULL);
 		c.size = SIZE_MAX;
@@ -170,7 +156,7 @@ START_TEST(bad_page_size)
 {
 	struct hpr_config c;
 
-	pool(40);
+	t_need_pool_2m(40);
 	cfg(&c, HPR_BACKEND_HUGETLB, NULL);
 	c.page_size = 4096;
 	expect_fail("hugetlb page_size 4096", &c, -EINVAL, "4096", NULL);
@@ -268,7 +254,7 @@ START_TEST(wrong_fs_for_backend)
 	struct hpr_config c;
 	const char *tm, *ht;
 
-	pool(40);
+	t_need_pool_2m(40);
 	tm = t_mount_tmpfs("huge=always");
 	ht = t_mount_hugetlbfs("pagesize=2M");
 	cfg(&c, HPR_BACKEND_SHMEM, ht);
@@ -297,7 +283,7 @@ START_TEST(hugetlbfs_too_small)
 	struct hpr_config c;
 	const char *d;
 
-	pool(40);
+	t_need_pool_2m(40);
 	d = t_mount_hugetlbfs("pagesize=2M,size=16M");
 	cfg(&c, HPR_BACKEND_HUGETLB, d);
 	expect_fail("hugetlbfs size=16M, region 64 MiB", &c, -ENOSPC, "size=", d);
@@ -309,7 +295,7 @@ START_TEST(pool_too_small)
 	struct hpr_config c;
 	const char *d;
 
-	pool(8); /* 16 MiB for a 64 MiB region */
+	t_need_pool_2m(8); /* 16 MiB for a 64 MiB region */
 	cfg(&c, HPR_BACKEND_HUGETLB, NULL);
 	expect_fail("hugetlb memfd, pool 8 pages", &c, -ENOMEM, "nr_hugepages", NULL);
 	c.flags = HPR_F_PREFAULT;
@@ -350,7 +336,7 @@ START_TEST(pool_shrank_before_mmap)
 	struct hpr_config c;
 	const char *d;
 
-	pool(8);
+	t_need_pool_2m(8);
 	d = t_mount_hugetlbfs("pagesize=2M");
 	fake_os = hpr__os_real;
 	fake_os.read_file = fake_read_file;

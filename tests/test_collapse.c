@@ -82,19 +82,7 @@ static size_t huge_of(const struct t_smaps *k)
 
 static hpr_region *mk(enum hpr_backend b, const char *path, size_t size, unsigned flags)
 {
-	struct hpr_config c;
-	hpr_region *r;
-	int rc;
-
-	hpr_config_init(&c);
-	c.size = size;
-	c.backend = b;
-	c.path = path;
-	c.flags = flags;
-	c.name = "t-collapse";
-	rc = hpr_create(&c, &r);
-	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
-	return r;
+	return t_region(b, path, size, 0, flags);
 }
 
 static void collapse_and_check(hpr_region *r, size_t size)

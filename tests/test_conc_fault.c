@@ -81,25 +81,6 @@ static void fakes_off(void)
 }
 
 /* ---- helpers ---- */
-static hpr_region *mk(enum hpr_backend b, const char *path, size_t size,
-		      unsigned workers, unsigned flags)
-{
-	struct hpr_config c;
-	hpr_region *r;
-	int rc;
-
-	hpr_config_init(&c);
-	c.size = size;
-	c.backend = b;
-	c.path = path;
-	c.workers = workers;
-	c.flags = flags;
-	rc = hpr_create(&c, &r);
-	ck_assert_msg(rc == 0, "create %s %zu: %s", hpr_backend_name(b), size,
-		      hpr_strerror(rc));
-	return r;
-}
-
 static size_t kernel_huge(hpr_region *r)
 {
 	struct t_smaps k;
@@ -113,12 +94,12 @@ static hpr_region *mk_backend(int i, size_t size, unsigned workers)
 {
 	switch (i) {
 	case 0:
-		return mk(HPR_BACKEND_THP, NULL, size, workers, 0);
+		return t_region(HPR_BACKEND_THP, NULL, size, workers, 0);
 	case 1:
-		return mk(HPR_BACKEND_SHMEM, t_mount_tmpfs("huge=always"), size, workers, 0);
+		return t_region(HPR_BACKEND_SHMEM, t_mount_tmpfs("huge=always"), size, workers, 0);
 	default:
 		t_hugetlb_pool(2048, size / (2 * MiB));
-		return mk(HPR_BACKEND_HUGETLB, NULL, size, workers, 0);
+		return t_region(HPR_BACKEND_HUGETLB, NULL, size, workers, 0);
 	}
 }
 
@@ -220,7 +201,7 @@ START_TEST(hugetlb_last_pages)
 	if (t_hugetlb_pool(2048, n) != n)
 		t_skip("cannot get %lu 2 MiB hugetlb pages", n);
 	/* one region holding the whole pool, 8 workers */
-	a = mk(HPR_BACKEND_HUGETLB, NULL, n * 2 * MiB, 8, 0);
+	a = t_region(HPR_BACKEND_HUGETLB, NULL, n * 2 * MiB, 8, 0);
 	ck_assert_uint_eq(t_hugetlb_resv(2048), n);
 	ck_assert_int_eq(hpr_fault_in(a, 0, hpr_size(a)), 0);
 	ck_assert_uint_eq(t_hugetlb_free(2048), 0);
@@ -243,8 +224,8 @@ START_TEST(hugetlb_last_pages)
 
 	/* two regions share the pool exactly; both fault at once with 8
 	 * workers each, racing for the pool's free list */
-	a = mk(HPR_BACKEND_HUGETLB, NULL, n / 2 * 2 * MiB, 8, 0);
-	b = mk(HPR_BACKEND_HUGETLB, NULL, n / 2 * 2 * MiB, 8, 0);
+	a = t_region(HPR_BACKEND_HUGETLB, NULL, n / 2 * 2 * MiB, 8, 0);
+	b = t_region(HPR_BACKEND_HUGETLB, NULL, n / 2 * 2 * MiB, 8, 0);
 	cfg.size = 2 * MiB;
 	ck_assert_int_eq(hpr_create(&cfg, &c), -ENOMEM);
 	maps = t_maps_count();
@@ -308,7 +289,7 @@ END_TEST
 START_TEST(progress_monotonic)
 {
 	const size_t size = 256 * MiB;
-	hpr_region *r = mk(HPR_BACKEND_THP, NULL, size, 2, 0);
+	hpr_region *r = t_region(HPR_BACKEND_THP, NULL, size, 2, 0);
 	size_t done = 0, total = 0, last = 0;
 	unsigned polls = 0;
 	int rc;
@@ -342,7 +323,7 @@ END_TEST
 START_TEST(cancel)
 {
 	const size_t size = 1 * GiB;
-	hpr_region *r = mk(HPR_BACKEND_THP, NULL, size, 1, 0);
+	hpr_region *r = t_region(HPR_BACKEND_THP, NULL, size, 1, 0);
 	size_t done = 0, total = 0;
 	struct t_smaps k;
 	int rc;
@@ -371,7 +352,7 @@ END_TEST
 START_TEST(demand_first)
 {
 	const size_t size = 1 * GiB;
-	hpr_region *r = mk(HPR_BACKEND_THP, NULL, size, 1, 0);
+	hpr_region *r = t_region(HPR_BACKEND_THP, NULL, size, 1, 0);
 	size_t ps = hpr_page_size(r), done = 0, total = 0;
 	struct t_smaps k;
 
@@ -430,7 +411,7 @@ START_TEST(signal_storm)
 	struct sigaction sa;
 	pthread_t me = pthread_self(), th;
 	unsigned long before;
-	hpr_region *r = mk(_i == 2 ? HPR_BACKEND_SHMEM : HPR_BACKEND_THP,
+	hpr_region *r = t_region(_i == 2 ? HPR_BACKEND_SHMEM : HPR_BACKEND_THP,
 			   _i == 2 ? t_mount_tmpfs("huge=always") : NULL, size, workers, 0);
 	char *p = hpr_base(r);
 

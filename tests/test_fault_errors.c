@@ -16,22 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static hpr_region *mk_shmem(const char *dir, size_t size, unsigned workers)
-{
-	struct hpr_config c;
-	hpr_region *r;
-	int rc;
-
-	hpr_config_init(&c);
-	c.size = size;
-	c.backend = HPR_BACKEND_SHMEM;
-	c.path = dir;
-	c.workers = workers;
-	rc = hpr_create(&c, &r);
-	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
-	return r;
-}
-
 static bool page_resident(const void *p, size_t len)
 {
 	unsigned char v[512];
@@ -49,7 +33,7 @@ START_TEST(tmpfs_full)
 {
 	const char *dir = t_mount_tmpfs("huge=always,size=64m");
 	unsigned workers = _i ? 4 : 1;
-	hpr_region *r = mk_shmem(dir, 32 * MiB, workers);
+	hpr_region *r = t_region(HPR_BACKEND_SHMEM, dir, 32 * MiB, workers, 0);
 	char path[256], *p = hpr_base(r);
 	size_t off = 0;
 	int fd, rc;

@@ -25,17 +25,9 @@ static const size_t data_pages[] = { 0, 2, 3, 7, 10, 15 };
 
 static hpr_region *mk(enum hpr_backend b, const char *path, size_t npages)
 {
-	struct hpr_config c;
-	hpr_region *r;
-	int rc;
+	hpr_region *r = t_region(b, path, npages * 2 * MiB, 0,
+				 b == HPR_BACKEND_SHMEM && !path ? HPR_F_FALLBACK : 0);
 
-	hpr_config_init(&c);
-	c.backend = b;
-	c.path = path;
-	c.size = npages * 2 * MiB;
-	c.flags = b == HPR_BACKEND_SHMEM && !path ? HPR_F_FALLBACK : 0;
-	rc = hpr_create(&c, &r);
-	ck_assert_msg(rc == 0, "create %s: %s", hpr_backend_name(b), hpr_strerror(rc));
 	ck_assert_uint_eq(hpr_page_size(r), 2 * MiB);
 	return r;
 }
