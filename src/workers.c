@@ -342,7 +342,7 @@ int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
 
 int hpr_fault_in(hpr_region *r, size_t off, size_t len)
 {
-	size_t first, last, i;
+	size_t first = 0, last = 0, i;
 	int rc = hpr__range(r, off, len, &first, &last);
 
 	if (rc)
@@ -360,7 +360,7 @@ int hpr_fault_in(hpr_region *r, size_t off, size_t len)
 int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 {
 	struct hpr__pool *p;
-	size_t first, last;
+	size_t first = 0, last = 0;
 	int rc = hpr__range(r, off, len, &first, &last);
 
 	if (rc)
