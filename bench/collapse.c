@@ -19,17 +19,15 @@
  *   collapse [--quick] [--size MiB] [--reps N] [--json FILE]
  */
 #define _GNU_SOURCE
+#include "common.h"
+
 #include <hpregion/hpregion.h>
 
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_COLLAPSE
@@ -44,54 +42,20 @@ static int reps = 5;
 static int ncpu;
 static char tmpfs_dir[64];
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static long read_long(const char *path)
 {
 	char b[64];
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd >= 0 ? read(fd, b, sizeof(b) - 1) : -1;
 
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -1;
-	b[n] = 0;
-	return strtol(b, NULL, 10);
+	bench_read_str(path, b, sizeof(b));
+	return *b ? strtol(b, NULL, 10) : -1;
 }
 
-/* kB of huge-mapped memory in the VMAs overlapping [p, p+len) */
+/* bytes of huge-mapped memory in the VMAs overlapping [p, p+len); 0 without smaps */
 static size_t huge_bytes(const void *p, size_t len)
 {
-	FILE *f = fopen("/proc/self/smaps", "re");
-	char line[256];
-	int in = 0;
-	size_t sum = 0;
-	uintptr_t lo = (uintptr_t)p, hi = lo + len;
+	ssize_t huge = bench_huge_bytes(p, len);
 
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long a, b, v;
-		char key[64];
-
-		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-			in = a < hi && b > lo;
-			continue;
-		}
-		if (in && sscanf(line, "%63s %lu", key, &v) == 2 &&
-		    (!strcmp(key, "AnonHugePages:") || !strcmp(key, "ShmemPmdMapped:") ||
-		     !strcmp(key, "FilePmdMapped:")))
-			sum += v * 1024;
-	}
-	fclose(f);
-	return sum;
+	return huge < 0 ? 0 : (size_t)huge;
 }
 
 static void fill(char *p, size_t len, uint64_t seed)
@@ -151,9 +115,9 @@ static double run_hpr(enum kind k, unsigned workers, double *huge_share)
 	double t0, t1;
 	int rc;
 
-	t0 = now();
+	t0 = bench_now();
 	rc = hpr_collapse(r, 0, size, &got);
-	t1 = now();
+	t1 = bench_now();
 	if (rc) {
 		fprintf(stderr, "hpr_collapse: %s\n", hpr_strerror(rc));
 		exit(1);
@@ -173,31 +137,26 @@ static double run_raw(enum kind k, double *huge_share)
 	char *p = hpr_base(r);
 	double t0, t1;
 
-	t0 = now();
+	t0 = bench_now();
 	for (size_t o = 0; o < size; o += HP)
 		madvise(p + o, HP, MADV_COLLAPSE);
-	t1 = now();
+	t1 = bench_now();
 	*huge_share = (double)huge_bytes(p, size) / (double)size;
 	hpr_destroy(r);
 	return t1 - t0;
 }
 
-static int cmp_d(const void *a, const void *b)
+static void quick(void)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_d);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	size = 64 * MiB;
+	reps = 2;
 }
 
 int main(int argc, char **argv)
 {
 	const char *json = NULL;
+	const struct bench_opt opts[] = { BENCH_QUICK(quick), BENCH_SIZE(&size), BENCH_REPS(&reps),
+					  BENCH_JSON(&json), BENCH_END };
 	enum { V_RAW, V_HPR1, V_HPRN, NV };
 	const char *vname[NV] = { "raw MADV_COLLAPSE x1", "hpr_collapse w1", "hpr_collapse wN" };
 	double t[2][NV][64], med[2][NV], share[2][NV];
@@ -206,36 +165,15 @@ int main(int argc, char **argv)
 	FILE *jf;
 
 	ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--quick")) {
-			size = 64 * MiB;
-			reps = 2;
-		} else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
-			size = strtoul(argv[++i], NULL, 10) * MiB;
-		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-			reps = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
-			json = argv[++i];
-		} else {
-			fprintf(stderr, "usage: %s [--quick] [--size MiB] [--reps N] "
-					"[--json FILE]\n",
-				argv[0]);
-			return 2;
-		}
-	}
+	if (bench_args(argc, argv, opts))
+		return 2;
 	if (reps < 1 || reps > 60 || size < HP)
 		return 2;
 	size &= ~(HP - 1);
-	if (!geteuid()) {
-		/* a private tmpfs huge=never: shmem that faults in 4 KiB pages
-		 * whatever shmem_enabled says */
-		char d[] = "/tmp/hpr-bench-XXXXXX";
-
-		if (!unshare(CLONE_NEWNS) &&
-		    !mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) && mkdtemp(d) &&
-		    !mount("none", d, "tmpfs", 0, "huge=never"))
-			snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s", d);
-	}
+	/* a private tmpfs huge=never: shmem that faults in 4 KiB pages whatever
+	 * shmem_enabled says (bench_restore() unmounts it at exit) */
+	if (!geteuid() && !bench_private_ns())
+		bench_mount_tmp("tmpfs", "huge=never", tmpfs_dir, sizeof(tmpfs_dir));
 	to_scan = read_long("/sys/kernel/mm/transparent_hugepage/khugepaged/pages_to_scan");
 	sleep_ms = read_long("/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs");
 	if (to_scan <= 0 || sleep_ms <= 0) {
@@ -268,7 +206,7 @@ int main(int argc, char **argv)
 		for (int v = 0; v < NV; v++) {
 			int thr = v == V_HPRN ? ncpu : 1;
 
-			med[k][v] = median(t[k][v], reps);
+			med[k][v] = bench_median(t[k][v], reps);
 			printf("%-7s %-22s %10.4f %12.3f %12.3f %7.1f%%\n", kname[k], vname[v],
 			       med[k][v], (double)size / med[k][v] / 1e9,
 			       (double)size / med[k][v] / 1e9 / thr, share[k][v] * 100);
@@ -300,10 +238,6 @@ int main(int argc, char **argv)
 		}
 		fprintf(jf, "]}\n");
 		fclose(jf);
-	}
-	if (*tmpfs_dir) {
-		umount2(tmpfs_dir, MNT_DETACH);
-		rmdir(tmpfs_dir);
 	}
 	return 0;
 }

@@ -19,20 +19,16 @@
  * sets and restores, inside a private mount namespace.
  */
 #define _GNU_SOURCE
+#include "common.h"
+
 #include <hpregion/hpregion.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { V_BASE, V_THP, V_HUGETLB, V_SHMEM, NV };
@@ -43,38 +39,7 @@ static const char *const tname[NT] = { "fault", "memset", "stride", "random" };
 static size_t size = 1024UL << 20;
 static int reps = 5;
 static char tmpfs_dir[64];
-static char pool_old[32];
 static bool have_hugetlb, have_shmem;
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int wr(const char *p, const char *v)
-{
-	int fd = open(p, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, v, strlen(v));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
-static void rd(const char *p, char *buf, size_t len)
-{
-	int fd = open(p, O_RDONLY);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-
-	buf[n > 0 ? n : 0] = 0;
-	if (fd >= 0)
-		close(fd);
-}
 
 struct buf {
 	char *p;
@@ -140,69 +105,48 @@ static void run_one(int v, double out[NT], double *cov)
 			out[k] = -1;
 		return;
 	}
-	t = now();
+	t = bench_now();
 	memset(b.p, 1, size); /* first touch: faults */
-	out[T_FAULT] = now() - t;
+	out[T_FAULT] = bench_now() - t;
 	*cov = huge_pct(&b);
-	t = now();
+	t = bench_now();
 	memset(b.p, 2, size);
-	out[T_MEMSET] = now() - t;
-	t = now();
+	out[T_MEMSET] = bench_now() - t;
+	t = bench_now();
 	for (int rep = 0; rep < 4; rep++)
 		for (size_t o = 0; o < size; o += 4096)
 			b.p[o]++;
-	out[T_STRIDE] = (now() - t) / 4;
-	t = now();
+	out[T_STRIDE] = (bench_now() - t) / 4;
+	t = bench_now();
 	for (size_t i = 0; i < accesses; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
 		acc += ((uint64_t *)b.p)[(x + acc) % n];
 	}
-	out[T_RANDOM] = now() - t;
+	out[T_RANDOM] = bench_now() - t;
 	sink = acc;
 	put(&b);
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
+/* tmpfs and pool (root only), undone by bench_restore() */
 static void setup(void)
 {
-	char p[64] = "/tmp/hpr-bench-XXXXXX";
-	char v[32];
-	int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT, 0600);
+	unsigned long old, got;
 
-	if (lk >= 0)
-		flock(lk, LOCK_EX);
-	if (geteuid() == 0 && !unshare(CLONE_NEWNS) &&
-	    !mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) && mkdtemp(p) &&
-	    !mount("none", p, "tmpfs", 0, "huge=always")) {
-		snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s", p);
+	bench_lock_system();
+	if (geteuid() == 0 && !bench_private_ns() &&
+	    !bench_mount_tmp("tmpfs", "huge=always", tmpfs_dir, sizeof(tmpfs_dir)))
 		have_shmem = true;
-	}
-	rd("/proc/sys/vm/nr_hugepages", pool_old, sizeof(pool_old));
-	snprintf(v, sizeof(v), "%zu", (size >> 21) + strtoul(pool_old, NULL, 10));
-	if (geteuid() == 0 && !wr("/proc/sys/vm/nr_hugepages", v)) {
-		char got[32];
-
-		rd("/proc/sys/vm/nr_hugepages", got, sizeof(got));
-		have_hugetlb = strtoul(got, NULL, 10) >= (size >> 21);
-	}
+	old = bench_pool_save(BENCH_POOL_DEFAULT);
+	if (geteuid() == 0 && !bench_pool_set((size >> 21) + old, &got))
+		have_hugetlb = got >= (size >> 21);
 }
 
-static void teardown(void)
+static void quick(void)
 {
-	if (pool_old[0])
-		wr("/proc/sys/vm/nr_hugepages", pool_old);
-	if (have_shmem) {
-		umount2(tmpfs_dir, MNT_DETACH);
-		rmdir(tmpfs_dir);
-	}
+	size = 256UL << 20;
+	reps = 3;
 }
 
 int main(int argc, char **argv)
@@ -210,39 +154,15 @@ int main(int argc, char **argv)
 	double res[NV][NT][32], cov[NV] = { 0 };
 	double med[NV][NT];
 	const char *json = NULL;
+	const struct bench_opt opts[] = { BENCH_QUICK(quick), BENCH_SIZE(&size), BENCH_REPS(&reps),
+					  BENCH_JSON(&json), BENCH_END };
 	FILE *jf;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--quick")) {
-			size = 256UL << 20;
-			reps = 3;
-		} else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
-			size = strtoul(argv[++i], NULL, 0) << 20;
-		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-			reps = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
-			json = argv[++i];
-		} else {
-			fprintf(stderr, "usage: %s [--quick] [--size MiB] [--reps N] [--json FILE]\n",
-				argv[0]);
-			return 2;
-		}
-	}
-	if (reps < 1 || reps > 32 || size < (64UL << 20)) {
-		fprintf(stderr, "largepages: reps must be 1..32 and size >= 64 MiB\n");
+	if (bench_args(argc, argv, opts) || bench_limits("largepages", reps, 32, size, 64))
 		return 2;
-	}
 	setup();
 	/* warm: make the host back the memory we will use */
-	{
-		char *w = mmap(NULL, size * 2, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (w != MAP_FAILED) {
-			memset(w, 0, size * 2);
-			munmap(w, size * 2);
-		}
-	}
+	bench_touch(size * 2, false);
 	printf("largepages: %zu MiB buffer, %d repetitions, median; variants interleaved\n",
 	       size >> 20, reps);
 	for (int r = 0; r < reps; r++)
@@ -263,10 +183,10 @@ int main(int argc, char **argv)
 					res[v][t][r] = o[t];
 			}
 		}
-	teardown();
+	bench_restore();
 	for (int v = 0; v < NV; v++)
 		for (int t = 0; t < NT; t++) {
-			qsort(res[v][t], (size_t)reps, sizeof(double), cmp);
+			qsort(res[v][t], (size_t)reps, sizeof(double), bench_cmp_double);
 			med[v][t] = res[v][t][reps / 2];
 		}
 	printf("\n%-11s %9s", "backing", "huge%");

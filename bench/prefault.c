@@ -28,21 +28,16 @@
  * series for bench/run.
  */
 #define _GNU_SOURCE
+#include "common.h"
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MiB (1024UL * 1024UL)
@@ -53,135 +48,37 @@ static int reps = 5;
 static int ncpu = 2;
 static int maxw = 0;
 static char tmpfs_dir[64], htlb_dir[64];
-static char pool_path[] = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
-static char pool_old[32];
-static int lock_fd = -1;
 static FILE *jf;
 static int jheads;
 
 enum kind { K_THP, K_SHMEM, K_HUGETLB, NKINDS };
 static const char *const kind_name[] = { "THP", "shmem huge=always", "hugetlb 2M" };
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-/* ---- system setup: private mounts, hugetlb pool, restore ---- */
-static int write_str(const char *path, const char *v)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, v, strlen(v));
-	close(fd);
-	return n < 0 ? -1 : 0;
-}
-
-static void read_str(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-}
-
-static void restore(void)
-{
-	if (*pool_old)
-		write_str(pool_path, pool_old);
-	if (*tmpfs_dir) {
-		umount2(tmpfs_dir, MNT_DETACH);
-		rmdir(tmpfs_dir);
-	}
-	if (*htlb_dir) {
-		umount2(htlb_dir, MNT_DETACH);
-		rmdir(htlb_dir);
-	}
-}
-
-static void on_signal(int sig)
-{
-	restore();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
+/* ---- system setup: private mounts, hugetlb pool; bench_restore() at exit ---- */
 static void setup(void)
 {
-	char want[32], got[32];
-	char t1[] = "/tmp/hpr-bench-XXXXXX", t2[] = "/tmp/hpr-bench-XXXXXX";
+	unsigned long got;
 
-	if (geteuid())
-		fprintf(stderr, "prefault: run as root (mounts, hugetlb pool)\n"), exit(77);
-	lock_fd = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lock_fd < 0 || flock(lock_fd, LOCK_EX))
-		die("flock /tmp/hpr-system.lock");
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		die("private mount namespace");
-	if (!mkdtemp(t1) || !mkdtemp(t2))
-		die("mkdtemp");
-	if (mount("none", t1, "tmpfs", 0, "huge=always"))
-		die("mount tmpfs huge=always");
-	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s", t1);
-	if (mount("none", t2, "hugetlbfs", 0, "pagesize=2M"))
-		die("mount hugetlbfs");
-	snprintf(htlb_dir, sizeof(htlb_dir), "%s", t2);
-	read_str(pool_path, pool_old, sizeof(pool_old));
-	atexit(restore);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	snprintf(want, sizeof(want), "%zu", size / HP);
-	write_str("/proc/sys/vm/compact_memory", "1");
-	write_str(pool_path, want);
-	read_str(pool_path, got, sizeof(got));
-	if (strtoul(got, NULL, 10) < size / HP) {
-		fprintf(stderr, "prefault: hugetlb pool has %s of %s pages\n", got, want);
+	bench_isolate("prefault: run as root (mounts, hugetlb pool)");
+	if (bench_mount_tmp("tmpfs", "huge=always", tmpfs_dir, sizeof(tmpfs_dir)))
+		bench_die("mount tmpfs huge=always");
+	if (bench_mount_tmp("hugetlbfs", "pagesize=2M", htlb_dir, sizeof(htlb_dir)))
+		bench_die("mount hugetlbfs");
+	bench_pool_save(BENCH_POOL_2M);
+	bench_write_str("/proc/sys/vm/compact_memory", "1");
+	bench_pool_set(size / HP, &got);
+	if (got < size / HP) {
+		fprintf(stderr, "prefault: hugetlb pool has %lu of %zu pages\n", got, size / HP);
 		exit(1);
 	}
 }
 
-/* ---- smaps: share of [p, p+len) that is huge-mapped ---- */
+/* ---- smaps: share of [p, p+len) that is huge-mapped, in %; -1: no smaps ---- */
 static double huge_share(const void *p, size_t len)
 {
-	FILE *f = fopen("/proc/self/smaps", "re");
-	char line[256];
-	uintptr_t lo = (uintptr_t)p, hi = lo + len;
-	size_t huge = 0;
-	int in = 0;
+	ssize_t huge = bench_huge_bytes(p, len);
 
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long a, b, v;
-		char key[64];
-
-		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-			in = a < hi && b > lo;
-			continue;
-		}
-		if (in && sscanf(line, "%63s %lu", key, &v) == 2 &&
-		    (!strcmp(key, "AnonHugePages:") || !strcmp(key, "ShmemPmdMapped:") ||
-		     !strcmp(key, "FilePmdMapped:") || !strcmp(key, "Shared_Hugetlb:") ||
-		     !strcmp(key, "Private_Hugetlb:")))
-			huge += v * 1024;
-	}
-	fclose(f);
-	return 100.0 * (double)huge / (double)len;
+	return huge < 0 ? -1 : 100.0 * (double)huge / (double)len;
 }
 
 /* ---- raw mappings (the baselines) ---- */
@@ -199,7 +96,7 @@ static void raw_map(enum kind k, struct raw *m, int extra_flags)
 	void *got;
 
 	if (res == MAP_FAILED)
-		die("mmap reserve");
+		bench_die("mmap reserve");
 	a = (char *)(((uintptr_t)res + HP - 1) & ~(uintptr_t)(HP - 1));
 	if (a > (char *)res)
 		munmap(res, (size_t)(a - (char *)res));
@@ -224,12 +121,12 @@ static void raw_map(enum kind k, struct raw *m, int extra_flags)
 			 k == K_SHMEM ? tmpfs_dir : htlb_dir, seq++);
 		m->fd = open(m->path, O_RDWR | O_CREAT | O_EXCL, 0600);
 		if (m->fd < 0 || ftruncate(m->fd, (off_t)size))
-			die("raw file");
+			bench_die("raw file");
 		got = mmap(a, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | extra_flags,
 			   m->fd, 0);
 	}
 	if (got == MAP_FAILED)
-		die("mmap");
+		bench_die("mmap");
 	m->base = got;
 }
 
@@ -287,9 +184,9 @@ static double team_run(struct team *t, int n, team_fn fn)
 		pthread_create(&th[i], NULL, team_main, &a[i]);
 	}
 	pthread_barrier_wait(&t->start);
-	t0 = now();
+	t0 = bench_now();
 	pthread_barrier_wait(&t->end);
-	t1 = now();
+	t1 = bench_now();
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&t->start);
@@ -392,7 +289,7 @@ static void prewarm(enum kind k)
 		return;
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		die("mmap prewarm");
+		bench_die("mmap prewarm");
 	madvise(p, size, MADV_HUGEPAGE);
 	madvise(p, size, MADV_POPULATE_WRITE);
 	munmap(p, size);
@@ -413,37 +310,32 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 	t.len = size;
 	switch (v->type) {
 	case V_MEMSET: /* over resident memory: faulted in first, untimed */
+	case V_TOUCH:
 		raw_map(k, &m, 0);
-		madvise(m.base, size, MADV_POPULATE_WRITE);
+		if (v->type == V_MEMSET)
+			madvise(m.base, size, MADV_POPULATE_WRITE);
 		t.base = m.base;
-		dt = team_run(&t, v->n, fn_memset);
+		dt = team_run(&t, v->n, v->type == V_MEMSET ? fn_memset : fn_touch);
 		*huge = huge_share(m.base, size);
 		raw_unmap(&m);
 		return dt;
 	case V_RAWPOP:
 	case V_RAWFALLOC:
 		raw_map(k, &m, 0);
-		t0 = now();
+		t0 = bench_now();
 		if (v->type == V_RAWFALLOC && fallocate(m.fd, 0, 0, (off_t)size))
-			die("fallocate");
+			bench_die("fallocate");
 		rc = madvise(m.base, size, MADV_POPULATE_WRITE);
-		dt = now() - t0;
+		dt = bench_now() - t0;
 		if (rc)
-			die("MADV_POPULATE_WRITE");
+			bench_die("MADV_POPULATE_WRITE");
 		*huge = huge_share(m.base, size);
 		raw_unmap(&m);
 		return dt;
 	case V_MAPPOP:
-		t0 = now();
+		t0 = bench_now();
 		raw_map(k, &m, MAP_POPULATE);
-		dt = now() - t0;
-		*huge = huge_share(m.base, size);
-		raw_unmap(&m);
-		return dt;
-	case V_TOUCH:
-		raw_map(k, &m, 0);
-		t.base = m.base;
-		dt = team_run(&t, v->n, fn_touch);
+		dt = bench_now() - t0;
 		*huge = huge_share(m.base, size);
 		raw_unmap(&m);
 		return dt;
@@ -451,9 +343,9 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 	case V_HPRFALLOC:
 		r = hpr_mk(k, (unsigned)v->n);
 		r->use_fallocate = v->type == V_HPRFALLOC;
-		t0 = now();
+		t0 = bench_now();
 		rc = hpr_fault_in(r, 0, size);
-		dt = now() - t0;
+		dt = bench_now() - t0;
 		break;
 	case V_CALLERS:
 	case V_GLOBAL:
@@ -478,20 +370,12 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 	return dt;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double median(struct variant *v)
 {
 	double s[64];
 
 	memcpy(s, v->t, sizeof(double) * (size_t)v->nt);
-	qsort(s, (size_t)v->nt, sizeof(double), cmp_d);
-	return v->nt % 2 ? s[v->nt / 2] : (s[v->nt / 2 - 1] + s[v->nt / 2]) / 2;
+	return bench_median(s, v->nt);
 }
 
 static struct variant *find(enum kind k, enum vtype ty, int n)
@@ -523,8 +407,7 @@ static double paired(struct variant *a, struct variant *b)
 
 	for (int j = 0; j < n; j++)
 		r[j] = a->t[j] / b->t[j];
-	qsort(r, (size_t)n, sizeof(double), cmp_d);
-	return n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+	return bench_median(r, n);
 }
 
 static double gbs(struct variant *v)
@@ -614,14 +497,14 @@ static void warm(void)
 	 * here, not by the first variant */
 	size_t len = 2 * size;
 	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	double t0 = now();
+	double t0 = bench_now();
 
 	if (p == MAP_FAILED)
-		die("mmap warm");
+		bench_die("mmap warm");
 	madvise(p, len, MADV_HUGEPAGE);
 	memset(p, 1, len);
 	printf("warm-up: touched and freed %zu MiB at %.2f GB/s\n", len / MiB,
-	       (double)len / (now() - t0) / 1e9);
+	       (double)len / (bench_now() - t0) / 1e9);
 	munmap(p, len);
 }
 
@@ -651,28 +534,21 @@ static void json_tail(void)
 	fclose(jf);
 }
 
+static void quick(void)
+{
+	size = 256 * MiB;
+	reps = 3;
+}
+
 int main(int argc, char **argv)
 {
 	const char *json = NULL;
+	const struct bench_opt opts[] = { BENCH_QUICK(quick), BENCH_SIZE(&size),
+					  BENCH_REPS(&reps),  BENCH_INT("--workers", "N", &maxw),
+					  BENCH_JSON(&json),  BENCH_END };
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--quick"))
-			size = 256 * MiB, reps = 3;
-		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-			size = strtoul(argv[++i], NULL, 10) * MiB;
-		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-			reps = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
-			maxw = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
-			json = argv[++i];
-		else {
-			fprintf(stderr, "usage: %s [--quick] [--size MiB] [--reps N] "
-					"[--workers N] [--json FILE]\n",
-				argv[0]);
-			return 2;
-		}
-	}
+	if (bench_args(argc, argv, opts))
+		return 2;
 	size = (size + HP - 1) & ~(HP - 1);
 	reps = reps < 1 ? 1 : reps > 63 ? 63 : reps;
 	ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -726,7 +602,7 @@ int main(int argc, char **argv)
 	if (json) {
 		jf = fopen(json, "w");
 		if (!jf)
-			die(json);
+			bench_die(json);
 		fprintf(jf, "{\"bench\":\"prefault\",\"size_mib\":%zu,\"reps\":%d,\"cpus\":%d,"
 			    "\"headline\":[",
 			size / MiB, reps, ncpu);

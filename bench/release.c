@@ -25,22 +25,17 @@
  *   release [--quick] [--secs S] [--reps N] [--threads N] [--json FILE]
  */
 #define _GNU_SOURCE
+#include "common.h"
+
 #include <hpregion/hpregion.h>
 
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_FREE
@@ -57,69 +52,6 @@ static int reps = 5;
 static int max_threads;
 static size_t reuse_pages = 64;
 static char tmpfs_dir[64];
-static const char pool_path[] = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
-static char pool_old[32];
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int write_str(const char *path, const char *v)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, v, strlen(v));
-	close(fd);
-	return n < 0 ? -1 : 0;
-}
-
-static void read_str(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-}
-
-static void restore(void)
-{
-	if (*pool_old)
-		write_str(pool_path, pool_old);
-	if (*tmpfs_dir) {
-		umount2(tmpfs_dir, MNT_DETACH);
-		rmdir(tmpfs_dir);
-	}
-}
-
-static void on_signal(int sig)
-{
-	restore();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_d);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* ---- 1. churn ---- */
 enum variant { V_DONTNEED, V_FREE, V_HPR_THP, V_HPR_SHMEM, NV };
@@ -151,7 +83,7 @@ static void *churn_thread(void *arg)
 
 	while (!atomic_load(a->go))
 		;
-	while (now() < a->until) {
+	while (bench_now() < a->until) {
 		for (int rep = 0; rep < 16; rep++) {
 			size_t c;
 			char *p;
@@ -248,7 +180,7 @@ static double churn(enum variant v, int nthreads)
 	}
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&th[i], NULL, churn_thread, &a[i]);
-	t0 = now();
+	t0 = bench_now();
 	for (int i = 0; i < nthreads; i++)
 		a[i].until = t0 + secs;
 	atomic_store(&go, 1);
@@ -260,7 +192,7 @@ static double churn(enum variant v, int nthreads)
 		}
 		total += a[i].records;
 	}
-	t1 = now();
+	t1 = bench_now();
 	heap_close(&h, size);
 	return (double)total / (t1 - t0);
 }
@@ -268,6 +200,17 @@ static double churn(enum variant v, int nthreads)
 /* ---- 2. reuse vs fresh ---- */
 enum backend { B_THP, B_SHMEM, B_HUGETLB, NB };
 static const char *const bname[NB] = { "THP", "shmem huge=always", "hugetlb 2M" };
+
+/* Fault the whole region back in and write it; *t: when the fault-in ended. */
+static int fault_back(hpr_region *r, size_t size, int byte, double *t)
+{
+	int rc = hpr_fault_in(r, 0, size);
+
+	*t = bench_now();
+	if (!rc)
+		memset(hpr_base(r), byte, size);
+	return rc;
+}
 
 /* us per huge page for: reuse, fresh, release */
 static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
@@ -298,21 +241,17 @@ static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
 		double t0, t1, t2, t3, t4;
 
 		/* reuse: release, fault back */
-		t0 = now();
+		t0 = bench_now();
 		hpr_release_lazy(r, 0, size);
-		t1 = now();
-		if ((rc = hpr_fault_in(r, 0, size)))
+		t1 = bench_now();
+		if ((rc = fault_back(r, size, 2, &t2)))
 			break;
-		t2 = now();
-		memset(hpr_base(r), 2, size);
 		/* fresh: release, reclaim, fault back */
 		hpr_release_lazy(r, 0, size);
 		hpr_reclaim(r, 0, NULL);
-		t3 = now();
-		if ((rc = hpr_fault_in(r, 0, size)))
+		t3 = bench_now();
+		if ((rc = fault_back(r, size, 3, &t4)))
 			break;
-		t4 = now();
-		memset(hpr_base(r), 3, size);
 		if (i == 0)
 			continue; /* warm-up */
 		re[n] = (t2 - t1) * 1e6 / (double)reuse_pages;
@@ -325,47 +264,40 @@ static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
 		fprintf(stderr, "%s: %s\n", bname[b], hpr_strerror(rc));
 		return rc;
 	}
-	*reuse_us = median(re, n);
-	*fresh_us = median(fr, n);
-	*release_us = median(rl, n);
+	*reuse_us = bench_median(re, n);
+	*fresh_us = bench_median(fr, n);
+	*release_us = bench_median(rl, n);
 	return 0;
 }
 
+/* tmpfs and hugetlb pool; bench_restore() at exit */
 static void setup(void)
 {
-	char t[] = "/tmp/hpr-bench-XXXXXX", want[32];
-	int lk;
+	unsigned long old;
 
-	if (geteuid()) {
-		fprintf(stderr, "release: run as root (tmpfs mount, hugetlb pool)\n");
-		exit(77);
-	}
-	lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lk < 0 || flock(lk, LOCK_EX)) {
-		perror("flock /tmp/hpr-system.lock");
-		exit(1);
-	}
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
-		perror("private mount namespace");
-		exit(1);
-	}
-	if (!mkdtemp(t) || mount("none", t, "tmpfs", 0, "huge=always")) {
-		perror("mount tmpfs huge=always");
-		exit(1);
-	}
-	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s", t);
-	read_str(pool_path, pool_old, sizeof(pool_old));
-	atexit(restore);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	snprintf(want, sizeof(want), "%lu", strtoul(pool_old, NULL, 10) + reuse_pages);
-	write_str("/proc/sys/vm/compact_memory", "1");
-	write_str(pool_path, want);
+	bench_isolate("release: run as root (tmpfs mount, hugetlb pool)");
+	if (bench_mount_tmp("tmpfs", "huge=always", tmpfs_dir, sizeof(tmpfs_dir)))
+		bench_die("mount tmpfs huge=always");
+	old = bench_pool_save(BENCH_POOL_2M);
+	bench_write_str("/proc/sys/vm/compact_memory", "1");
+	bench_pool_set(old + reuse_pages, NULL);
+}
+
+static void quick(void)
+{
+	secs = 0.2;
+	reps = 2;
+	reuse_pages = 16;
 }
 
 int main(int argc, char **argv)
 {
 	const char *json = NULL;
+	const struct bench_opt opts[] = {
+		BENCH_QUICK(quick), BENCH_DOUBLE("--secs", "S", &secs),
+		BENCH_REPS(&reps),  BENCH_INT("--threads", "N", &max_threads),
+		BENCH_JSON(&json),  BENCH_END
+	};
 	double med[64][NV];
 	double reuse[NB], fresh[NB], rel[NB];
 	int ok[NB];
@@ -373,26 +305,8 @@ int main(int argc, char **argv)
 	FILE *jf;
 
 	max_threads = (int)sysconf(_SC_NPROCESSORS_ONLN) * 2;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--quick")) {
-			secs = 0.2;
-			reps = 2;
-			reuse_pages = 16;
-		} else if (!strcmp(argv[i], "--secs") && i + 1 < argc) {
-			secs = atof(argv[++i]);
-		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-			reps = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-			max_threads = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
-			json = argv[++i];
-		} else {
-			fprintf(stderr, "usage: %s [--quick] [--secs S] [--reps N] "
-					"[--threads N] [--json FILE]\n",
-				argv[0]);
-			return 2;
-		}
-	}
+	if (bench_args(argc, argv, opts))
+		return 2;
 	if (reps < 1 || reps > 60 || max_threads < 1 || max_threads > 64)
 		return 2;
 	setup();
@@ -414,7 +328,7 @@ int main(int argc, char **argv)
 					all[v][rp - 1] = x;
 			}
 		for (int v = 0; v < NV; v++)
-			med[k][v] = median(all[v], reps);
+			med[k][v] = bench_median(all[v], reps);
 	}
 	printf("%8s", "threads");
 	for (int v = 0; v < NV; v++)
@@ -447,17 +361,14 @@ int main(int argc, char **argv)
 		int last = nnt - 1;
 
 		fprintf(jf, "{\"headline\": [");
-		fprintf(jf,
-			"{\"measure\": \"churn records/s, 1 thread: MADV_FREE vs "
-			"MADV_DONTNEED\", \"ours\": %.0f, \"baseline\": %.0f, \"ratio\": "
-			"%.2f, \"anchor\": \"2.6-4.1x\"},",
-			med[0][V_FREE], med[0][V_DONTNEED], med[0][V_FREE] / med[0][V_DONTNEED]);
-		fprintf(jf,
-			"{\"measure\": \"churn records/s, %d threads: MADV_FREE vs "
-			"MADV_DONTNEED\", \"ours\": %.0f, \"baseline\": %.0f, \"ratio\": "
-			"%.2f, \"anchor\": \"2.6-4.1x\"},",
-			nt_list[last], med[last][V_FREE], med[last][V_DONTNEED],
-			med[last][V_FREE] / med[last][V_DONTNEED]);
+		/* FREE vs DONTNEED at 1 thread (nt_list[0]), then at the most */
+		for (int i = 0, k = 0; i < 2; i++, k = last)
+			fprintf(jf,
+				"{\"measure\": \"churn records/s, %d thread%s: MADV_FREE vs "
+				"MADV_DONTNEED\", \"ours\": %.0f, \"baseline\": %.0f, \"ratio\": "
+				"%.2f, \"anchor\": \"2.6-4.1x\"},",
+				nt_list[k], i ? "s" : "", med[k][V_FREE], med[k][V_DONTNEED],
+				med[k][V_FREE] / med[k][V_DONTNEED]);
 		for (int k = 0; k < nnt; k += (last ? last : 1))
 			fprintf(jf,
 				"{\"measure\": \"churn records/s, %d thread(s): hpregion "

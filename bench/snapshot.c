@@ -29,6 +29,8 @@
  * Holds /tmp/hpr-system.lock (the suites change THP modes under it).
  */
 #define _GNU_SOURCE
+#include "common.h"
+
 #include <hpregion/hpregion.h>
 
 #include <errno.h>
@@ -37,10 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { V_HPR, V_NOURING, V_LOOP, V_FIO, V_WARM, NV };
@@ -56,14 +54,6 @@ static int reps = 5;
 static hpr_region *src;
 static int io_seen;
 static char path_snap[NFS][256], path_loop[NFS][256], path_fio[NFS][256];
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static size_t data_bytes(void)
 {
@@ -82,13 +72,7 @@ static void die(const char *what, int rc)
  * the host's page faults. */
 static void warm(void)
 {
-	char *w = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (w == MAP_FAILED)
-		return;
-	madvise(w, size, MADV_HUGEPAGE);
-	memset(w, 1, size);
-	munmap(w, size);
+	bench_touch(size, true);
 }
 
 static hpr_region *mk(void)
@@ -144,9 +128,9 @@ static double run_hpr(int fs, int op, unsigned flags, bool resident)
 		if (resident)
 			populate(r, false);
 	}
-	t0 = now();
+	t0 = bench_now();
 	rc = op == OP_SAVE ? hpr_save(src, fd, flags) : hpr_load(r, fd, flags, NULL);
-	t = now() - t0;
+	t = bench_now() - t0;
 	if (rc)
 		die(op == OP_SAVE ? "hpr_save" : "hpr_load", rc);
 	if (!flags) {
@@ -184,7 +168,7 @@ static double run_loop(int fs, int op)
 		perror(path_loop[fs]);
 		exit(1);
 	}
-	t0 = now();
+	t0 = bench_now();
 	if (op == OP_SAVE && ftruncate(fd, (off_t)size)) {
 		perror("ftruncate");
 		exit(1);
@@ -198,7 +182,7 @@ static double run_loop(int fs, int op)
 			exit(1);
 		}
 	}
-	t = now() - t0;
+	t = bench_now() - t0;
 	close(fd);
 	if (op == OP_LOAD)
 		hpr_destroy(r);
@@ -265,13 +249,6 @@ static double run(int fs, int op, int v)
 	return -1;
 }
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void cleanup(void)
 {
 	for (int fs = 0; fs < NFS; fs++) {
@@ -281,33 +258,23 @@ static void cleanup(void)
 	}
 }
 
+static void quick(void)
+{
+	size = 512UL << 20;
+	reps = 3;
+}
+
 int main(int argc, char **argv)
 {
 	static double res[NFS][NOP][NV][32];
 	double med[NFS][NOP][NV];
 	const char *json = NULL;
+	const struct bench_opt opts[] = { BENCH_QUICK(quick), BENCH_SIZE(&size), BENCH_REPS(&reps),
+					  BENCH_JSON(&json), BENCH_END };
 	FILE *jf;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--quick")) {
-			size = 512UL << 20;
-			reps = 3;
-		} else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
-			size = strtoul(argv[++i], NULL, 0) << 20;
-		} else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-			reps = atoi(argv[++i]);
-		} else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
-			json = argv[++i];
-		} else {
-			fprintf(stderr, "usage: %s [--quick] [--size MiB] [--reps N] [--json FILE]\n",
-				argv[0]);
-			return 2;
-		}
-	}
-	if (reps < 1 || reps > 32 || size < (64UL << 20)) {
-		fprintf(stderr, "snapshot: reps must be 1..32 and size >= 64 MiB\n");
+	if (bench_args(argc, argv, opts) || bench_limits("snapshot", reps, 32, size, 64))
 		return 2;
-	}
 	if (system("fio --version >/dev/null 2>&1")) {
 		fprintf(stderr, "snapshot: fio is not installed (apt-get install fio; "
 				"HPR_EXTRA_PKGS=fio scripts/deps.sh)\n");
@@ -323,27 +290,14 @@ int main(int argc, char **argv)
 	}
 	/* the test suites change THP modes and hugetlb pools under this lock:
 	 * hold it so THP stays what it is for the whole run */
-	{
-		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-
-		if (lk >= 0)
-			flock(lk, LOCK_EX); /* held until exit */
-	}
+	bench_lock_system();
 	atexit(cleanup);
 	src = mk();
 	ps = hpr_page_size(src);
 	size = hpr_size(src);
 	populate(src, true);
 	/* warm: make the host back the memory the load targets will use */
-	{
-		char *w = mmap(NULL, size * 2, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (w != MAP_FAILED) {
-			memset(w, 1, size * 2);
-			munmap(w, size * 2);
-		}
-	}
+	bench_touch(size * 2, false);
 	printf("snapshot: THP region %zu MiB, %zu MiB of data (every other 2 MiB page), "
 	       "%d repetitions, median GB/s; variants interleaved\n",
 	       size >> 20, data_bytes() >> 20, reps);
@@ -363,7 +317,8 @@ int main(int argc, char **argv)
 	for (int fs = 0; fs < NFS; fs++)
 		for (int op = 0; op < NOP; op++)
 			for (int v = 0; v < NV; v++) {
-				qsort(res[fs][op][v], (size_t)reps, sizeof(double), cmp);
+				qsort(res[fs][op][v], (size_t)reps, sizeof(double),
+				      bench_cmp_double);
 				med[fs][op][v] = res[fs][op][v][reps / 2];
 			}
 	printf("\n%-6s %-5s %9s %10s %9s %9s %9s %8s %8s\n", "fs", "op", "hpr", "hpr-pread",
