@@ -209,6 +209,17 @@ void t_need_pool_2m(unsigned long n)
 				     "nr_overcommit_hugepages", "0"), 0);
 }
 
+void t_config(struct hpr_config *c, enum hpr_backend b, const char *path, size_t size,
+	      unsigned workers, unsigned flags)
+{
+	hpr_config_init(c);
+	c->size = size;
+	c->backend = b;
+	c->path = path;
+	c->workers = workers;
+	c->flags = flags;
+}
+
 hpr_region *t_region(enum hpr_backend b, const char *path, size_t size, unsigned workers,
 		     unsigned flags)
 {
@@ -216,12 +227,7 @@ hpr_region *t_region(enum hpr_backend b, const char *path, size_t size, unsigned
 	hpr_region *r = NULL;
 	int rc;
 
-	hpr_config_init(&c);
-	c.size = size;
-	c.backend = b;
-	c.path = path;
-	c.workers = workers;
-	c.flags = flags;
+	t_config(&c, b, path, size, workers, flags);
 	rc = hpr_create(&c, &r);
 	ck_assert_msg(rc == 0, "create %s %zu bytes%s%s: %s", hpr_backend_name(b), size,
 		      path ? " in " : "", path ? path : "", hpr_strerror(rc));

@@ -44,6 +44,11 @@ void t_need_pool_2m(unsigned long n);
 unsigned long t_hugetlb_free(unsigned long kb);
 unsigned long t_hugetlb_resv(unsigned long kb);
 unsigned long t_hugetlb_surp(unsigned long kb);
+/* A config for size bytes on backend b (path: a tmpfs or hugetlbfs
+ * directory, or NULL), workers (0: the default) and flags; the rest as
+ * hpr_config_init() leaves it. */
+void t_config(struct hpr_config *c, enum hpr_backend b, const char *path, size_t size,
+	      unsigned workers, unsigned flags);
 /* hpr_create() a region of size bytes on backend b (path: a tmpfs or
  * hugetlbfs directory, or NULL), workers (0: the default) and flags; fails
  * the test with hpr_strerror()'s message if it cannot. */

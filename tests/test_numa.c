@@ -31,13 +31,9 @@ static int mk(enum hpr_backend b, const char *path, size_t size,
 {
 	struct hpr_config c;
 
-	hpr_config_init(&c);
-	c.size = size;
-	c.backend = b;
-	c.path = path;
+	t_config(&c, b, path, size, workers, 0);
 	c.numa_policy = pol;
 	c.numa_nodes = nodes;
-	c.workers = workers;
 	return hpr_create(&c, r);
 }
 
@@ -230,13 +226,9 @@ static void *starter_main(void *a)
 	{
 		struct hpr_config c;
 
-		hpr_config_init(&c);
-		c.size = 64 * MiB;
-		c.backend = HPR_BACKEND_THP;
+		t_config(&c, HPR_BACKEND_THP, NULL, 64 * MiB, 3, HPR_F_PSI_RECLAIM);
 		c.numa_policy = s->pol;
 		c.numa_nodes = "0";
-		c.workers = 3;
-		c.flags = HPR_F_PSI_RECLAIM;
 		s->rc = hpr_create(&c, &s->r);
 	}
 	if (!s->rc)

@@ -133,14 +133,9 @@ static hpr_region *make(enum hpr_backend b, const char *path, enum hpr_numa_poli
 	hpr_region *r = NULL;
 	int rc;
 
-	hpr_config_init(&c);
-	c.size = REGION;
-	c.backend = b;
-	c.path = path;
-	c.flags = HPR_F_PREFAULT;
+	t_config(&c, b, path, REGION, workers, HPR_F_PREFAULT);
 	c.numa_policy = pol;
 	c.numa_nodes = nodes;
-	c.workers = workers;
 	rc = hpr_create(&c, &r);
 	ck_assert_msg(rc == 0, "create %s on \"%s\": %s", hpr_backend_name(b), nodes,
 		      hpr_strerror(rc));
