@@ -106,10 +106,10 @@ struct hpr__pool {
 };
 
 int hpr__pool_init(hpr_region *r);
-/* Start a library thread: pinned to the CPUs of numa's nodes (or the
- * process's CPUs), never the starter's; every asynchronous signal blocked.
- * stack 0: the default size. Returns 0 or -errno. */
-int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const struct hpr__numa *numa,
+/* Start a library thread with every asynchronous signal blocked, pinned to
+ * cpus (a cpu_set_t from hpr__numa_cpus(); NULL: not pinned) rather than
+ * the starter's affinity. stack 0: the default size. Returns 0 or -errno. */
+int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const void *cpus,
 		      size_t stack);
 void hpr__pool_destroy(hpr_region *r);
 /* Run fn over pages [first,last) with the workers and the caller; returns

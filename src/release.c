@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +424,7 @@ static void *reclaimer_main(void *arg)
 
 int hpr__release_init(hpr_region *r)
 {
+	cpu_set_t cpus;
 	int rc;
 
 	if (!(r->flags & HPR_F_PSI_RECLAIM))
@@ -432,7 +434,8 @@ int hpr__release_init(hpr_region *r)
 					      "/proc/pressure/memory (boot with psi=1)");
 	if (pipe2(r->reclaimer_pipe, O_CLOEXEC))
 		return hpr__fail(-errno, "pipe: %s", strerror(errno));
-	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r, &r->numa, 0);
+	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r,
+			       hpr__numa_cpus(&r->numa, &cpus) ? NULL : &cpus, 0);
 	if (rc) {
 		close(r->reclaimer_pipe[0]);
 		close(r->reclaimer_pipe[1]);

@@ -159,12 +159,11 @@ int hpr__pool_init(hpr_region *r)
 	return 0;
 }
 
-int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const struct hpr__numa *numa,
+int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const void *cpus,
 		      size_t stack)
 {
 	pthread_attr_t attr;
 	sigset_t block, old;
-	cpu_set_t set;
 	int rc;
 
 	rc = -pthread_attr_init(&attr);
@@ -172,11 +171,11 @@ int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const struc
 		return rc;
 	if (stack)
 		pthread_attr_setstacksize(&attr, stack);
-	/* pin to the nodes' CPUs (or the process's CPUs): not the affinity
+	/* pinned on purpose (hpr__numa_cpus), never left with the affinity
 	 * of whichever thread happened to start us, which may be a vCPU
 	 * thread pinned to one CPU */
-	if (!hpr__numa_cpus(numa, &set))
-		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	if (cpus)
+		pthread_attr_setaffinity_np(&attr, sizeof(cpu_set_t), cpus);
 	/* the application's signals go to the application's threads; the
 	 * synchronous fault signals stay open (blocking them turns a fault
 	 * into a kill, and the touch fallback catches SIGBUS) */
@@ -197,6 +196,8 @@ int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const struc
 static int pool_start(hpr_region *r)
 {
 	struct hpr__pool *p = &r->pool;
+	cpu_set_t set;
+	bool pin;
 	int rc = 0;
 
 	if (p->started)
@@ -204,6 +205,7 @@ static int pool_start(hpr_region *r)
 	p->threads = calloc(r->nworkers, sizeof(*p->threads));
 	if (!p->threads)
 		return hpr__fail(-ENOMEM, "cannot allocate %u worker handles", r->nworkers);
+	pin = !hpr__numa_cpus(&r->numa, &set);
 	for (unsigned i = 0; i < r->nworkers; i++) {
 		struct worker_arg *wa = malloc(sizeof(*wa));
 
@@ -213,7 +215,8 @@ static int pool_start(hpr_region *r)
 		}
 		wa->r = r;
 		wa->id = i;
-		rc = hpr__thread_start(&p->threads[i], worker_main, wa, &r->numa, 256 * 1024);
+		rc = hpr__thread_start(&p->threads[i], worker_main, wa, pin ? &set : NULL,
+				       256 * 1024);
 		if (rc) {
 			free(wa);
 			break;
