@@ -707,7 +707,6 @@ static double median(double *v, int n)
 
 static int run_matrix(struct opts *o, int kvm, struct bench_out *out)
 {
-	const enum hb *rows = mx_rows;
 	static const unsigned evs[4] = { KL_EV_MEMSET1, KL_EV_MEMSET2, KL_EV_STRIDE, KL_EV_RANDOM };
 	uint64_t m[NCELL][4][MAXREP];
 	double *cov = out->cov, pf[NCELL];
@@ -726,7 +725,7 @@ static int run_matrix(struct opts *o, int kvm, struct bench_out *out)
 		 * machine (other load, host reclaim) spreads over all cells. */
 		for (unsigned k = 0; k < NCELL; k++) {
 			unsigned c = (k + rep * 3) % NCELL;
-			enum hb b = rows[c / 2];
+			enum hb b = mx_rows[c / 2];
 			struct kl_layout l;
 			struct result res;
 			hpr_region *r = NULL;
@@ -777,7 +776,7 @@ static int run_matrix(struct opts *o, int kvm, struct bench_out *out)
 	printf("%-11s %-6s %-16s %-16s %-16s %-16s %-9s %-10s %s\n", "host", "guest", "memset1",
 	       "memset2", "stride 4K", "random", "host huge", "guest leaf", "prefault");
 	for (int c = 0; c < NCELL; c++) {
-		printf("%-11s %-6s ", hb_names[rows[c / 2]], c % 2 ? "2m" : "4k");
+		printf("%-11s %-6s ", hb_names[mx_rows[c / 2]], c % 2 ? "2m" : "4k");
 		if (!done[c]) {
 			printf("%s\n", why[c][0] ? why[c] : "no run");
 			continue;
@@ -1114,12 +1113,10 @@ int main(int argc, char **argv)
 
 	/* 1. Everything checkable without KVM. */
 	if (o.matrix) {
-		static const enum hb rows[4] = { HB_4K, HB_THP, HB_HUGETLB, HB_SHMEM_HUGE };
-
 		for (int i = 0; i < 4; i++)
 			for (size_t gp = 4096; gp <= (2ul << 20); gp <<= 9)
-				if (kl_layout_init(&l, o.ram, gp, host_page(rows[i]),
-						   hb_names[rows[i]], msg, sizeof(msg))) {
+				if (kl_layout_init(&l, o.ram, gp, host_page(mx_rows[i]),
+						   hb_names[mx_rows[i]], msg, sizeof(msg))) {
 					fprintf(stderr, "kvm-lite: %s\n", msg);
 					return EXIT_INPUT;
 				}
