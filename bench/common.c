@@ -136,6 +136,8 @@ static void restore_at_exit(void)
 	atexit(bench_restore);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	signal(SIGPIPE, on_signal); /* `bench/prefault | head` */
 }
 
 int bench_lock_system(void)
