@@ -116,7 +116,7 @@ fi
 # 3. boot
 LOG=$WORK/console.log
 echo "kvmlite-vm: booting $(basename "$VMLINUZ") under qemu TCG with -cpu max,+svm"
-timeout "${KVMLITE_VM_TIMEOUT:-900}" qemu-system-x86_64 -accel tcg,thread=multi -cpu max,+svm \
+timeout "${KVMLITE_VM_TIMEOUT:-900}" qemu-system-x86_64 -accel "${KVMLITE_VM_ACCEL:-tcg,thread=single}" -cpu max,+svm \
 	-m "${KVMLITE_VM_MEM:-1536M}" -smp 2 \
 	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
 	-append "console=ttyS0 quiet panic=-1" -display none -no-reboot -nodefaults -monitor none \
