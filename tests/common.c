@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,16 @@ static void restore_all(void)
 		umount2(mounts[i], MNT_DETACH);
 		rmdir(mounts[i]);
 	}
+}
+
+/* Killed (a CI timeout, ^C, a closed terminal): restore first, then die of
+ * the same signal. Forked test children inherit this and skip the restore
+ * (restore_all checks the pid). */
+static void restore_and_die(int sig)
+{
+	restore_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
 }
 
 int t_sysfs_set(const char *path, const char *val)
@@ -451,6 +462,9 @@ int t_run_suite(Suite *s, unsigned needs)
 			t_skip("making / private: %s", strerror(errno));
 	}
 	atexit(restore_all);
+	signal(SIGTERM, restore_and_die);
+	signal(SIGINT, restore_and_die);
+	signal(SIGHUP, restore_and_die);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
