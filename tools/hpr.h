@@ -28,6 +28,9 @@ int cmd_stat(int argc, char **argv);
 
 /* Print "hpr SUB: msg" and the subcommand's usage to stderr; returns 2. */
 int usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last case of a subcommand's getopt switch: for 'h' print usage to
+ * stdout and return 0, for anything else usage_error() the unknown option. */
+int end_option(int c, const char *usage, char **argv);
 /* Print "hpr: msg" to stderr; returns 1. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -203,11 +203,8 @@ int cmd_mount(int argc, char **argv)
 			if (rc)
 				return usage_error(usage, "bad owner '%s' (USER[:GROUP])", optarg);
 			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		default:
-			return usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+		default: /* -h, or an unknown option */
+			return end_option(c, usage, argv);
 		}
 	}
 	if (optind >= argc)

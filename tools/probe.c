@@ -852,11 +852,8 @@ int cmd_probe(int argc, char **argv)
 			if (parse_size_arg(optarg, &size))
 				return usage_error(usage, "bad size '%s' (try 1G, 512M)", optarg);
 			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		default:
-			return usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+		default: /* -h, or an unknown option */
+			return end_option(c, usage, argv);
 		}
 	}
 	if (optind < argc)

@@ -357,11 +357,8 @@ int cmd_stat(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		default:
-			return usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+		default: /* -h, or an unknown option */
+			return end_option(c, usage, argv);
 		}
 	}
 	if (optind >= argc)

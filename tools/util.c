@@ -28,6 +28,15 @@ int usage_error(const char *usage, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+int end_option(int c, const char *usage, char **argv)
+{
+	if (c == 'h') {
+		fputs(usage, stdout);
+		return 0;
+	}
+	return usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+}
+
 int fail(const char *fmt, ...)
 {
 	va_list ap;
@@ -225,60 +234,56 @@ const char *fmt_size_arg(uint64_t b, char *buf, size_t len)
 	return buf;
 }
 
-unsigned hugetlb_sizes(uint64_t *sizes, unsigned max)
+static int cmp_ulong(const void *a, const void *b)
 {
-	DIR *d = opendir(HTLB_DIR);
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The numbers N of the entries PREFIX<N>SUFFIX in dir, ascending. */
+static unsigned scan_numbered(const char *dir, const char *prefix, const char *suffix,
+			      unsigned long *vals, unsigned max)
+{
+	size_t plen = strlen(prefix);
+	DIR *d = opendir(dir);
 	struct dirent *de;
 	unsigned n = 0;
 
 	while (d && (de = readdir(d))) {
-		unsigned long kb;
+		const char *num = de->d_name + plen;
+		size_t digits = strspn(num, "0123456789");
+		unsigned long v;
 
-		if (strncmp(de->d_name, "hugepages-", 10) ||
-		    hpr__parse_ulong(de->d_name + 10, strlen(de->d_name + 10), &kb))
+		if (strncmp(de->d_name, prefix, plen) || !digits || strcmp(num + digits, suffix) ||
+		    hpr__parse_ulong(num, digits, &v))
 			continue;
 		if (n < max)
-			sizes[n++] = (uint64_t)kb << 10;
+			vals[n++] = v;
 	}
 	if (d)
 		closedir(d);
-	for (unsigned i = 0; i < n; i++)
-		for (unsigned j = i + 1; j < n; j++)
-			if (sizes[j] < sizes[i]) {
-				uint64_t t = sizes[i];
+	qsort(vals, n, sizeof(*vals), cmp_ulong);
+	return n;
+}
 
-				sizes[i] = sizes[j];
-				sizes[j] = t;
-			}
+unsigned hugetlb_sizes(uint64_t *sizes, unsigned max)
+{
+	unsigned long kb[16]; /* x86 has 2, arm64 4 */
+	unsigned n = scan_numbered(HTLB_DIR, "hugepages-", "kB", kb, max < 16 ? max : 16);
+
+	for (unsigned i = 0; i < n; i++)
+		sizes[i] = (uint64_t)kb[i] << 10;
 	return n;
 }
 
 unsigned numa_nodes(int *nodes, unsigned max)
 {
-	DIR *d = opendir(NODE_DIR);
-	struct dirent *de;
-	unsigned n = 0;
+	unsigned long id[MAX_NODES];
+	unsigned n = scan_numbered(NODE_DIR, "node", "", id, max < MAX_NODES ? max : MAX_NODES);
 
-	while (d && (de = readdir(d))) {
-		unsigned long id;
-
-		if (strncmp(de->d_name, "node", 4) ||
-		    strspn(de->d_name + 4, "0123456789") != strlen(de->d_name + 4) ||
-		    hpr__parse_ulong(de->d_name + 4, strlen(de->d_name + 4), &id))
-			continue;
-		if (n < max)
-			nodes[n++] = (int)id;
-	}
-	if (d)
-		closedir(d);
 	for (unsigned i = 0; i < n; i++)
-		for (unsigned j = i + 1; j < n; j++)
-			if (nodes[j] < nodes[i]) {
-				int t = nodes[i];
-
-				nodes[i] = nodes[j];
-				nodes[j] = t;
-			}
+		nodes[i] = (int)id[i];
 	if (!n && max) /* no sysfs node directory: a kernel without NUMA */
 		nodes[n++] = 0;
 	return n;
