@@ -2,8 +2,8 @@
 # kvm-lite refuses bad input with a clear message and exit 2 BEFORE it opens
 # /dev/kvm, so this runs on machines without KVM too: RAM not a multiple of
 # the page size, more RAM than the hugetlb pool or the tmpfs holds, bad
-# options. A good configuration gets past the checks (0 with KVM, 77
-# without). Run as root (private mount namespace for the tmpfs case).
+# options. A good configuration gets past the checks (0 with a usable KVM,
+# 77 without). Run as root (private mount namespace for the tmpfs case).
 #   tests/kvmlite-cli.sh path/to/kvm-lite
 set -uo pipefail
 K=$1
@@ -67,13 +67,17 @@ else
 	fail=1
 fi
 
-# Good input passes the checks: runs (0) or finds no KVM (77), never 2.
+# Good input passes the checks: runs (0) where /dev/kvm is usable (kvm-lite
+# --probe opens it and creates a VM), 77 with a /dev/kvm message where it is
+# not; never 2.
+usable=0
+"$K" --probe >/dev/null 2>&1 && usable=1
 out=$("$K" -m 16M -b thp 2>&1)
 rc=$?
-case $rc in
-0) echo "ok: good input ran the guest" ;;
-77) grep -q "/dev/kvm" <<<"$out" && echo "ok: good input -> 77: $out" ||
+case $rc,$usable in
+0,1) echo "ok: good input ran the guest" ;;
+77,0) grep -q "/dev/kvm" <<<"$out" && echo "ok: good input -> 77 (no usable KVM): $out" ||
 	{ echo "FAIL: 77 without a /dev/kvm message: $out" >&2; fail=1; } ;;
-*) echo "FAIL: good input -> $rc: $out" >&2; fail=1 ;;
+*) echo "FAIL: good input -> $rc (/dev/kvm usable: $usable): $out" >&2; fail=1 ;;
 esac
 exit $fail

@@ -1,5 +1,6 @@
-# examples/kvm-lite on real KVM (label "vm"): this machine has no /dev/kvm,
-# so tests/kvmlite-vm.sh boots Debian's 6.1 kernel under qemu TCG with
+# examples/kvm-lite on real KVM (label "vm"), on every machine whether its
+# own /dev/kvm is usable or not (kvmlite_native covers that one):
+# tests/kvmlite-vm.sh boots Debian's 6.1 kernel under qemu TCG with
 # -cpu max,+svm, loads kvm-amd there and runs kvm-lite inside (about 1-2
 # minutes; see docs/kvm-lite-nested.md).
 if(TARGET kvm-lite)

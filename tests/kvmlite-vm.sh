@@ -1,7 +1,8 @@
 #!/bin/bash
-# Boot kvm-lite on real KVM: this build machine has no /dev/kvm (it is a
-# kvm-pvm guest itself), but qemu's TCG emulates AMD SVM with nested paging,
-# so Debian's 6.1 kernel booted under TCG loads kvm-amd and offers /dev/kvm
+# Boot kvm-lite on real hardware-style KVM on any machine, whether its own
+# /dev/kvm is usable (kvm_pvm, kvm_intel, kvm_amd) or not: qemu's TCG
+# emulates AMD SVM with nested paging, so Debian's 6.1 kernel booted under
+# TCG loads kvm-amd and offers /dev/kvm
 # (docs/kvm-lite-nested.md). The initramfs holds busybox, the kvm modules of
 # that kernel package, and kvm-lite with its shared libraries; its init runs
 # the cases and prints one "KVMLITE-CASE <name> rc=<n>" line each.

@@ -8,11 +8,24 @@
  *
  * CPL 0: build identity page tables over all RAM with 4 KiB or 2 MiB
  * leaves (user-accessible), a GDT with CPL 3 segments and a TSS, an IDT of
- * 32 exception gates that report to the VMM, then iretq to CPL 3 with
- * IOPL 3 (so CPL 3 may use port I/O, the only way it talks to the VMM).
+ * 32 exception gates that report to the VMM but for #BP, whose DPL 3
+ * gate is how CPL 3 calls the VMM, then iretq to CPL 3 with IOPL 0.
  * CPL 3: the measured loops (memset, memset again, 4 KiB stride, random
  * xorshift updates), each timed with rdtsc; a checksum of the data area;
  * the free page reporting rounds; a checkpoint for snapshot/restore.
+ *
+ * CPL 3 never does port I/O. kvm-pvm runs a guest's CPL 3 code natively
+ * in host user mode and does not honour IOPL 3 there, so an `out` at CPL 3
+ * raises #GP on it (hardware KVM would allow it). CPL 3 reaches the VMM
+ * with `int3`: the #BP gate (DPL 3) enters vmm_call at CPL 0, which does
+ * the `out` (port in dx, values in eax/rbx/rsi as the VMM reads them) and
+ * returns with iretq; #BP is a trap, so the saved RIP is past the int3.
+ * Measured on kvm-pvm (Linux 6.18 host): `int $n` from CPL 3 raises #UD,
+ * and `syscall` enters LSTAR without leaving CPL 3, so neither serves;
+ * int3 is delivered through the guest's IDT like any exception. The timed
+ * loops run at CPL 3 between calls, natively on every KVM.
+ * tests/kvmlite-noport.sh checks that the CPL 3 part, between
+ * kl_guest_user_start and kl_guest_user_end, holds no in/out/ins/outs.
  */
 #include "layout.h"
 
@@ -30,7 +43,20 @@
 	mov %rax, \reg
 .endm
 
+/* CPL 3 -> VMM: out %eax to port through the #BP gate; clobbers rdx (the
+ * port), keeps every other register. */
+.macro vmm port
+	mov $\port, %edx
+	int3
+.endm
+
 .macro report ev
+	mov $\ev, %eax
+	vmm KL_PORT_REPORT
+.endm
+
+/* The same from CPL 0, which does port I/O itself. */
+.macro report0 ev
 	mov $\ev, %eax
 	out %eax, $KL_PORT_REPORT
 .endm
@@ -121,29 +147,22 @@ kl_guest_start:
 	mov $KL_SEL_TSS, %eax
 	ltr %ax
 
-	/* IDT: 32 interrupt gates to the stubs below. */
+	/* IDT: 32 interrupt gates to the stubs below; #BP's goes to vmm_call
+	 * with DPL 3 instead. */
 	mov $KL_IDT, %rdi
 	lea isr_stubs(%rip), %rsi
-	xor %ecx, %ecx
-8:	mov %rsi, %rdx
-	and $0xffff, %edx
-	or $(KL_SEL_KCODE << 16), %rdx
 	movabs $0x00008e0000000000, %r9	/* present, DPL 0, 64-bit int gate */
-	or %r9, %rdx
-	mov %rsi, %r9
-	shr $16, %r9
-	and $0xffff, %r9
-	shl $48, %r9
-	or %r9, %rdx
-	mov %rdx, (%rdi)
-	mov %rsi, %rdx
-	shr $32, %rdx
-	mov %rdx, 8(%rdi)
+	xor %ecx, %ecx
+8:	call set_gate
 	add $16, %rdi
 	add $16, %rsi
 	inc %ecx
 	cmp $32, %ecx
 	jb 8b
+	mov $(KL_IDT + 3 * 16), %rdi
+	lea vmm_call(%rip), %rsi
+	movabs $0x0000ee0000000000, %r9	/* present, DPL 3, 64-bit int gate */
+	call set_gate
 	sub $16, %rsp
 	movw $(32 * 16 - 1), (%rsp)
 	movq $KL_IDT, 2(%rsp)
@@ -152,16 +171,34 @@ kl_guest_start:
 
 	tsc %rbx
 	sub %r14, %rbx
-	report KL_EV_SETUP
+	report0 KL_EV_SETUP
 
-	/* To CPL 3: SS, RSP, RFLAGS (IOPL 3, IF off), CS, RIP. */
+	/* To CPL 3: SS, RSP, RFLAGS (IOPL 0, IF off), CS, RIP. */
 	pushq $KL_SEL_UDATA
 	pushq $KL_USTACK_TOP
-	pushq $0x3002
+	pushq $0x0002
 	pushq $KL_SEL_UCODE
 	lea user_main(%rip), %rax
 	push %rax
 	iretq
+
+/* Write the IDT gate at rdi: handler rsi, type/attributes r9 (bits 40-47);
+ * clobbers rax, rdx. */
+set_gate:
+	mov %rsi, %rdx
+	and $0xffff, %edx
+	or $(KL_SEL_KCODE << 16), %rdx
+	or %r9, %rdx
+	mov %rsi, %rax
+	shr $16, %rax
+	and $0xffff, %rax
+	shl $48, %rax
+	or %rax, %rdx
+	mov %rdx, (%rdi)
+	mov %rsi, %rdx
+	shr $32, %rdx
+	mov %rdx, 8(%rdi)
+	ret
 
 	.balign 16
 isr_stubs:
@@ -184,7 +221,19 @@ isr_common:
 9:	hlt
 	jmp 9b
 
+	/* int3 from CPL 3: the only port I/O on its behalf. The VMM handles
+	 * the exit (and may save and restore the vCPU here, for the
+	 * checkpoint); iretq returns past the int3 with every register but
+	 * rdx as the caller left it. */
+	.balign 16
+vmm_call:
+	out %eax, %dx
+	iretq
+
 /* ---------------- CPL 3 ---------------- */
+	.globl kl_guest_user_start
+	.globl kl_guest_user_end
+kl_guest_user_start:
 
 /* rdi start, rcx bytes, rax pattern -> rbx tsc cycles of the rep stosq */
 fill:
@@ -213,11 +262,11 @@ checksum:
 /* eax: 0 release lazily, 1 release and reclaim; then acquire and refill */
 fpr_round:
 	mov KLP_FPR(%r15), %rbx
-	mov KLP_FPR_LEN(%r15), %rcx
-	out %eax, $KL_PORT_FREE
+	mov KLP_FPR_LEN(%r15), %rsi
+	vmm KL_PORT_FREE
 	mov KLP_FPR(%r15), %rbx
-	mov KLP_FPR_LEN(%r15), %rcx
-	out %eax, $KL_PORT_ACQUIRE
+	mov KLP_FPR_LEN(%r15), %rsi
+	vmm KL_PORT_ACQUIRE
 	mov KLP_FPR(%r15), %rdi
 	mov KLP_FPR_LEN(%r15), %rcx
 	mov %r8, %rax
@@ -316,14 +365,15 @@ user_main:
 
 20:	testq $KL_P_CHECKPOINT, KLP_FLAGS(%r15)
 	jz 21f
-	out %eax, $KL_PORT_CHECKPOINT
+	vmm KL_PORT_CHECKPOINT
 	mov %r12, %rdi
 	mov %r13, %rsi
 	call checksum
 	report KL_EV_CHECKSUM_RESTORED
 
-21:	out %eax, $KL_PORT_DONE
+21:	vmm KL_PORT_DONE
 22:	jmp 22b
+kl_guest_user_end:
 
 	.balign 16
 gdt:

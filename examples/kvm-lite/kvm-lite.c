@@ -110,6 +110,8 @@ static void usage(FILE *f)
 		"  -v, --verbose          print every guest report\n"
 		"      --test-guest-fault the guest executes ud2 at CPL 3 (tests its\n"
 		"                         IDT/TSS; the run fails with exception 6)\n"
+		"      --probe            only say whether /dev/kvm is usable (opens it,\n"
+		"                         creates a VM) and which KVM it is: exit 0 or 77\n"
 		"exit: 0 ok, 1 run failed, 2 bad input, 77 no usable /dev/kvm\n");
 }
 
@@ -465,13 +467,13 @@ static int run_guest(const struct opts *o, int kvm, enum hb b, const struct kl_l
 			struct hpr_stats st;
 
 			t = now_ms();
-			rc = hpr_release_lazy(*rp, g.rbx, g.rcx);
+			rc = hpr_release_lazy(*rp, g.rbx, g.rsi);
 			if (!rc && k)
 				rc = hpr_reclaim(*rp, 0, &rec);
 			res->release_ms[k] = now_ms() - t;
 			if (rc) {
 				fprintf(stderr, "kvm-lite: free page report [%#llx, +%#llx): %s\n",
-					g.rbx, g.rcx, hpr_strerror(rc));
+					g.rbx, g.rsi, hpr_strerror(rc));
 				goto out;
 			}
 			if (!k && !hpr_stats(*rp, &st))
@@ -480,7 +482,7 @@ static int run_guest(const struct opts *o, int kvm, enum hb b, const struct kl_l
 		}
 		case KL_PORT_ACQUIRE:
 			t = now_ms();
-			rc = hpr_fault_in(*rp, g.rbx, g.rcx);
+			rc = hpr_fault_in(*rp, g.rbx, g.rsi);
 			res->acquire_ms[g.rax ? 1 : 0] = now_ms() - t;
 			if (rc) {
 				fprintf(stderr, "kvm-lite: fault-in for reuse: %s\n", hpr_strerror(rc));
@@ -972,6 +974,28 @@ static int write_json(const char *path, const struct opts *o, const char *kvm_de
 	return fclose(f) ? -1 : 0;
 }
 
+/* Open a usable KVM and say which one, or say why there is none. */
+static int open_kvm(char *msg, size_t len)
+{
+	int kvm = kl_kvm_open();
+
+	if (kvm < 0) {
+		fprintf(stderr, "kvm-lite: SKIP: no usable /dev/kvm: %s — %s\n", strerror(-kvm),
+			kvm == -ENOENT || kvm == -ENODEV || kvm == -ENXIO
+				? "this machine offers no KVM (no vmx/svm, module not loaded, "
+				  "or a KVM that cannot create VMs); run it on a KVM host or in "
+				  "a nested guest (docs/kvm-lite-nested.md)"
+			: kvm == -EPROTO ? "unexpected KVM API version"
+			: kvm == -EACCES || kvm == -EPERM
+				? "not permitted: run as root or join the kvm group"
+				: "KVM_CREATE_VM failed");
+		return kvm;
+	}
+	kl_kvm_describe(kvm, msg, len);
+	printf("kvm-lite %s on KVM: %s\n", hpr_version(), msg);
+	return kvm;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -990,6 +1014,7 @@ int main(int argc, char **argv)
 		{ "test-guest-fault", no_argument, NULL, 'U' },
 		{ "json", required_argument, NULL, 'J' },
 		{ "quick", no_argument, NULL, 'Q' },
+		{ "probe", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1052,6 +1077,13 @@ int main(int argc, char **argv)
 		case 'v':
 			o.verbose = true;
 			break;
+		case 'P':
+			/* usable KVM? Scripts decide with this, not with [ -c ] */
+			kvm = open_kvm(msg, sizeof(msg));
+			if (kvm < 0)
+				return EXIT_SKIP;
+			close(kvm);
+			return 0;
 		case 'U':
 			o.ud2 = true;
 			break;
@@ -1136,22 +1168,12 @@ int main(int argc, char **argv)
 	}
 
 	/* 2. KVM. */
-	kvm = kl_kvm_open();
+	kvm = open_kvm(msg, sizeof(msg));
 	if (kvm < 0) {
-		fprintf(stderr,
-			"kvm-lite: SKIP: /dev/kvm: %s — %s\n", strerror(-kvm),
-			kvm == -ENOENT || kvm == -ENODEV || kvm == -ENXIO
-				? "this machine offers no KVM (no vmx/svm, module not loaded, "
-				  "or a kvm-pvm guest itself); run it on a KVM host or in a "
-				  "nested guest (docs/kvm-lite-nested.md)"
-			: kvm == -EPROTO ? "unexpected KVM API version"
-					 : "not permitted: run as root or join the kvm group");
 		hpr_destroy(r);
 		cleanup_tmpfs();
 		return EXIT_SKIP;
 	}
-	kl_kvm_describe(kvm, msg, sizeof(msg));
-	printf("kvm-lite %s on KVM: %s\n", hpr_version(), msg);
 
 	if (o.matrix) {
 		struct bench_out *out = calloc(1, sizeof(*out));

@@ -18,6 +18,19 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* Setup ioctls can return EINTR when a signal arrives while KVM waits on a
+ * lock (KVM_CREATE_VM, KVM_SET_USER_MEMORY_REGION on hugetlb memory); they
+ * have no side effect then and are simply retried. */
+static long xioctl(int fd, unsigned long req, unsigned long arg)
+{
+	long rc;
+
+	do
+		rc = ioctl(fd, req, arg);
+	while (rc < 0 && errno == EINTR);
+	return rc;
+}
+
 int kl_kvm_open(void)
 {
 	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
@@ -27,9 +40,21 @@ int kl_kvm_open(void)
 		return -errno;
 	v = ioctl(fd, KVM_GET_API_VERSION, 0);
 	if (v != KVM_API_VERSION) {
+		/* ENOTTY: the path is no KVM device (a file bound over it) */
+		v = v < 0 ? (errno == ENOTTY ? -ENODEV : -errno) : -EPROTO;
 		close(fd);
-		return -EPROTO;
+		return v;
 	}
+	/* A device node that answers the API version can still refuse VMs
+	 * (a KVM module that loaded but cannot run guests here): usable means
+	 * a VM can be created. */
+	v = (int)xioctl(fd, KVM_CREATE_VM, 0);
+	if (v < 0) {
+		v = -errno;
+		close(fd);
+		return v == -ENOENT || v == -EACCES ? -ENODEV : v;
+	}
+	close(v);
 	return fd;
 }
 
@@ -103,19 +128,6 @@ static int set_cpuid(int kvm, int vcpu)
 	}
 	rc = ioctl(vcpu, KVM_SET_CPUID2, c) ? -errno : 0;
 	free(c);
-	return rc;
-}
-
-/* Setup ioctls can return EINTR when a signal arrives while KVM waits on a
- * lock (KVM_CREATE_VM, KVM_SET_USER_MEMORY_REGION on hugetlb memory); they
- * have no side effect then and are simply retried. */
-static long xioctl(int fd, unsigned long req, unsigned long arg)
-{
-	long rc;
-
-	do
-		rc = ioctl(fd, req, arg);
-	while (rc < 0 && errno == EINTR);
 	return rc;
 }
 

@@ -19,8 +19,10 @@ struct kl_vm {
 	size_t run_size;
 };
 
-/* Open /dev/kvm and check the API version. Returns the fd or -errno
- * (-ENOENT: no KVM here; -EACCES/-EPERM: not permitted; -EPROTO: API). */
+/* Open /dev/kvm, check the API version and that a VM can be created (a
+ * device node alone is not a usable KVM). Returns the fd or -errno
+ * (-ENOENT/-ENODEV/-ENXIO: no usable KVM here; -EACCES/-EPERM: not
+ * permitted; -EPROTO: API version; others: KVM_CREATE_VM's error). */
 int kl_kvm_open(void);
 /* One line naming the KVM flavour: module (kvm_intel, kvm_amd, kvm_pvm),
  * nested paging, API version, and the hypervisor the host runs under. */

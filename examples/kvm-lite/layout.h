@@ -36,10 +36,12 @@
 #define KL_SEL_UCODE 0x23	/* index 4, RPL 3 */
 #define KL_SEL_TSS 0x28
 
-/* I/O ports (immediate form: < 256) the guest writes with `out %eax` */
-#define KL_PORT_REPORT 0xe0	/* eax event, rbx/rcx/rdx values */
-#define KL_PORT_FREE 0xe1	/* free page report: rbx gpa, rcx len */
-#define KL_PORT_ACQUIRE 0xe2	/* about to reuse: rbx gpa, rcx len */
+/* I/O ports the guest's CPL 0 code writes with `out %eax`. CPL 3 code
+ * calls the VMM with `syscall` (port in dx), whose CPL 0 entry does the
+ * `out`: kvm-pvm does not honour IOPL 3 at CPL 3. */
+#define KL_PORT_REPORT 0xe0	/* eax event, rbx/rcx values */
+#define KL_PORT_FREE 0xe1	/* free page report: rbx gpa, rsi len */
+#define KL_PORT_ACQUIRE 0xe2	/* about to reuse: rbx gpa, rsi len */
 #define KL_PORT_CHECKPOINT 0xe3	/* pause here for snapshot/restore */
 #define KL_PORT_FAULT 0xee	/* exception: eax vector, rbx/rcx stack */
 #define KL_PORT_DONE 0xef	/* guest program finished */
