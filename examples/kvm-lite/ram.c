@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvm-lite guest RAM on hpregion (see ram.h): every hpregion call the VMM
+ * makes is in this file.
+ */
+#define _GNU_SOURCE
+#include "ram.h"
+#include "layout.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *const kl_backing_names[KB_N] = { "4k", "thp", "shmem", "shmem-huge", "hugetlb" };
+
+static char tmpfs_dir[64];
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+int kl_backing_parse(const char *s, enum kl_backing *b)
+{
+	for (int i = 0; i < KB_N; i++)
+		if (!strcmp(s, kl_backing_names[i])) {
+			*b = (enum kl_backing)i;
+			return 0;
+		}
+	return -1;
+}
+
+size_t kl_backing_page(enum kl_backing b)
+{
+	struct hpr_probe_info pi;
+
+	if (b == KB_4K)
+		return 4096;
+	if (hpr_probe(&pi))
+		return 2ul << 20;
+	/* hugetlb: the library's default size, the PMD size when offered */
+	if (b == KB_HUGETLB && pi.nr_hugetlb_sizes) {
+		for (unsigned i = 0; i < pi.nr_hugetlb_sizes && i < 4; i++)
+			if (pi.hugetlb[i].page_size == pi.thp_pmd_size)
+				return pi.thp_pmd_size;
+		return pi.hugetlb[0].page_size;
+	}
+	return pi.thp_pmd_size ? pi.thp_pmd_size : (2ul << 20);
+}
+
+/* A tmpfs mounted huge=always in a mount namespace of our own: vanishes
+ * with the process, changes nothing anyone else sees. */
+static int private_huge_tmpfs(size_t need)
+{
+	char opt[64];
+
+	if (tmpfs_dir[0])
+		return 0;
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return -errno;
+	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "/tmp/kvm-lite.XXXXXX");
+	if (!mkdtemp(tmpfs_dir)) {
+		tmpfs_dir[0] = 0;
+		return -errno;
+	}
+	snprintf(opt, sizeof(opt), "huge=always,size=%zu", need);
+	if (mount("kvm-lite", tmpfs_dir, "tmpfs", 0, opt)) {
+		int e = -errno;
+
+		rmdir(tmpfs_dir);
+		tmpfs_dir[0] = 0;
+		return e;
+	}
+	return 0;
+}
+
+void kl_ram_cleanup(void)
+{
+	if (tmpfs_dir[0]) {
+		umount2(tmpfs_dir, MNT_DETACH);
+		rmdir(tmpfs_dir);
+		tmpfs_dir[0] = 0;
+	}
+}
+
+/* The region's config for a backing: which backend, shared or not. */
+static int backing_config(struct hpr_config *c, enum kl_backing b, size_t size,
+			  const struct kl_ram_opts *o)
+{
+	int rc;
+
+	switch (b) {
+	case KB_4K:
+		/* Private anonymous memory that must stay small: THP backend with
+		 * fallback, then MADV_NOHUGEPAGE before anything is faulted, so
+		 * neither the fault path, MADV_COLLAPSE nor khugepaged makes it
+		 * huge. The baseline a VMM gets with THP off. */
+		c->backend = HPR_BACKEND_THP;
+		c->flags = HPR_F_FALLBACK;
+		return 0;
+	case KB_THP:
+		c->backend = HPR_BACKEND_THP; /* private anonymous: no fd to share */
+		return 0;
+	case KB_SHMEM:
+		c->backend = HPR_BACKEND_SHMEM; /* memfd; huge via MADV_COLLAPSE */
+		c->flags = HPR_F_SHARED;
+		return 0;
+	case KB_SHMEM_HUGE:
+		c->backend = HPR_BACKEND_SHMEM;
+		c->flags = HPR_F_SHARED;
+		if (o->shmem_dir) {
+			c->path = o->shmem_dir;
+			return 0;
+		}
+		rc = private_huge_tmpfs(size * 2 + (64ul << 20));
+		if (rc) {
+			fprintf(stderr,
+				"kvm-lite: shmem-huge: cannot mount a private tmpfs huge=always "
+				"(%s): pass --shmem-dir DIR on a tmpfs mounted huge=always\n",
+				strerror(-rc));
+			return rc;
+		}
+		c->path = tmpfs_dir;
+		return 0;
+	case KB_HUGETLB:
+		c->backend = HPR_BACKEND_HUGETLB; /* MFD_HUGETLB memfd, reserved now */
+		c->flags = HPR_F_SHARED;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
+		  const struct kl_ram_opts *o)
+{
+	struct hpr_config c;
+	int rc;
+
+	memset(ram, 0, sizeof(*ram));
+	hpr_config_init(&c);
+	c.size = size;
+	c.name = "kvm-lite-ram";
+	c.workers = o->workers;
+	if ((rc = backing_config(&c, b, size, o)))
+		return rc;
+	rc = hpr_create(&c, &ram->r);
+	if (rc) {
+		fprintf(stderr, "kvm-lite: cannot create %s guest RAM of %zu MiB: %s\n",
+			kl_backing_names[b], size >> 20, hpr_strerror(rc));
+		return rc;
+	}
+	ram->backing = b;
+	ram->base = hpr_base(ram->r);
+	ram->size = hpr_size(ram->r);
+	if (b == KB_4K && madvise(ram->base, ram->size, MADV_NOHUGEPAGE)) {
+		rc = -errno;
+		fprintf(stderr, "kvm-lite: madvise(MADV_NOHUGEPAGE): %s\n", strerror(errno));
+		kl_ram_destroy(ram);
+	}
+	return rc;
+}
+
+void kl_ram_destroy(struct kl_ram *ram)
+{
+	if (ram->r)
+		hpr_destroy(ram->r);
+	memset(ram, 0, sizeof(*ram));
+}
+
+static int say(int rc, const char *what)
+{
+	if (rc)
+		fprintf(stderr, "kvm-lite: %s: %s\n", what, hpr_strerror(rc));
+	return rc;
+}
+
+int kl_ram_prefault(struct kl_ram *ram, double *ms)
+{
+	double t = now_ms();
+	int rc = hpr_fault_in(ram->r, 0, ram->size);
+
+	*ms = now_ms() - t;
+	return say(rc, "prefault");
+}
+
+int kl_ram_report_free(struct kl_ram *ram, size_t gpa, size_t len, bool reclaim)
+{
+	size_t rec = 0;
+	int rc = hpr_release_lazy(ram->r, gpa, len);
+
+	if (!rc && reclaim)
+		rc = hpr_reclaim(ram->r, 0, &rec);
+	if (rc)
+		fprintf(stderr, "kvm-lite: free page report [%#zx, +%#zx): %s\n", gpa, len,
+			hpr_strerror(rc));
+	return rc;
+}
+
+int kl_ram_acquire(struct kl_ram *ram, size_t gpa, size_t len)
+{
+	return say(hpr_fault_in(ram->r, gpa, len), "fault-in for reuse");
+}
+
+int kl_ram_save(struct kl_ram *ram, int fd)
+{
+	return say(hpr_save(ram->r, fd, 0), "hpr_save");
+}
+
+int kl_ram_load(struct kl_ram *ram, int fd)
+{
+	size_t changed = 0;
+
+	return say(hpr_load(ram->r, fd, 0, &changed), "hpr_load");
+}
+
+int kl_ram_stats(struct kl_ram *ram, struct hpr_stats *st)
+{
+	return say(hpr_stats(ram->r, st), "hpr_stats");
+}
+
+size_t kl_ram_lazy(struct kl_ram *ram)
+{
+	struct hpr_stats st;
+
+	return hpr_stats(ram->r, &st) ? 0 : st.lazy;
+}
+
+const char *kl_ram_version(void)
+{
+	return hpr_version();
+}
+
+const char *kl_ram_error(int rc)
+{
+	return hpr_strerror(rc);
+}
+
+int kl_ram_fd(const struct kl_ram *ram)
+{
+	return hpr_fd(ram->r);
+}
+
+void kl_ram_describe(const struct kl_ram *ram, char *buf, size_t len)
+{
+	size_t ps = hpr_page_size(ram->r);
+
+	snprintf(buf, len, "hpregion %s, %s, %s", hpr_backend_name(hpr_backend_of(ram->r)),
+		 ram->backing == KB_4K ? "MADV_NOHUGEPAGE"
+		 : ps == (2ul << 20)   ? "2 MiB pages"
+		 : ps == (1ul << 30)   ? "1 GiB pages"
+				       : "base pages",
+		 hpr_fd(ram->r) >= 0 ? "shared fd" : "private");
+}
+
+int kl_ram_other_process_sees(const struct kl_ram *ram, size_t off, size_t len, uint64_t want)
+{
+	int p[2], st = 0, fd = kl_ram_fd(ram);
+	uint64_t got = 0;
+	pid_t pid;
+
+	if (fd < 0)
+		return -EBADF;
+	if (pipe(p))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		void *m = mmap(NULL, ram->size, PROT_READ, MAP_SHARED, fd, 0);
+		uint64_t h;
+
+		if (m == MAP_FAILED)
+			_exit(1);
+		h = kl_checksum(m, off, len);
+		_exit(write(p[1], &h, sizeof(h)) == sizeof(h) ? 0 : 1);
+	}
+	close(p[1]);
+	if (read(p[0], &got, sizeof(got)) != sizeof(got))
+		got = ~want;
+	close(p[0]);
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		return -EIO;
+	return got == want;
+}

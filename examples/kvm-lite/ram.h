@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvm-lite guest RAM: the whole of the VMM's use of hpregion, as
+ * cassandra-like's mem.c is the whole of the store's. A VMM author reads
+ * this file to see which hpregion call serves which VMM need:
+ *
+ *   guest RAM of a chosen backing      kl_ram_create      hpr_create
+ *   RAM faulted in before the vCPU     kl_ram_prefault    hpr_fault_in
+ *   free page reporting                kl_ram_report_free hpr_release_lazy (+ hpr_reclaim)
+ *   reuse of reported memory           kl_ram_acquire     hpr_fault_in
+ *   snapshot / restore                 kl_ram_save/_load  hpr_save / hpr_load
+ *   "is my guest really huge?"         kl_ram_stats       hpr_stats (smaps)
+ *   RAM another process maps           kl_ram_fd          hpr_fd (shmem, hugetlb)
+ *
+ * Errors are printed here with the library's advice (hpr_strerror), so
+ * callers only pass the -errno on.
+ */
+#ifndef KVM_LITE_RAM_H
+#define KVM_LITE_RAM_H
+
+#include <hpregion/hpregion.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Host backings of guest RAM, as the command line names them. */
+enum kl_backing {
+	KB_4K,	       /* private anonymous, MADV_NOHUGEPAGE: the baseline */
+	KB_THP,	       /* private anonymous, THP */
+	KB_SHMEM,      /* memfd, made huge by MADV_COLLAPSE */
+	KB_SHMEM_HUGE, /* file on a tmpfs mounted huge=always */
+	KB_HUGETLB,    /* MFD_HUGETLB memfd, reserved at create */
+	KB_N
+};
+
+extern const char *const kl_backing_names[KB_N];
+
+/* "4k", "thp", ... -> the backing; -1 if unknown. */
+int kl_backing_parse(const char *s, enum kl_backing *b);
+/* The host page size a backing gets: 4 KiB, or the huge page size. */
+size_t kl_backing_page(enum kl_backing b);
+
+struct kl_ram {
+	hpr_region *r;
+	enum kl_backing backing;
+	void *base;
+	size_t size;
+};
+
+struct kl_ram_opts {
+	const char *shmem_dir; /* a tmpfs huge=always for KB_SHMEM_HUGE, or NULL:
+				* a private one in a new mount namespace */
+	unsigned workers;      /* prefault threads, 0: one per CPU */
+};
+
+/* Create (not fault in) guest RAM. Nothing is touched yet, but hugetlb is
+ * reserved and tmpfs space checked, so a short pool fails here. */
+int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
+		  const struct kl_ram_opts *o);
+void kl_ram_destroy(struct kl_ram *ram);
+/* Unmount the private tmpfs, if kl_ram_create made one. */
+void kl_ram_cleanup(void);
+
+/* Fault all RAM in (parallel); *ms: how long it took. */
+int kl_ram_prefault(struct kl_ram *ram, double *ms);
+/* The guest reported [gpa, gpa+len) free: release it lazily, and with
+ * reclaim also give it back to the host now (what pressure would do). */
+int kl_ram_report_free(struct kl_ram *ram, size_t gpa, size_t len, bool reclaim);
+/* The guest is about to reuse [gpa, gpa+len). */
+int kl_ram_acquire(struct kl_ram *ram, size_t gpa, size_t len);
+int kl_ram_save(struct kl_ram *ram, int fd);
+int kl_ram_load(struct kl_ram *ram, int fd);
+int kl_ram_stats(struct kl_ram *ram, struct hpr_stats *st);
+/* Bytes hpregion counts as lazily released right now (0 if unknown). */
+size_t kl_ram_lazy(struct kl_ram *ram);
+/* hpregion's version, for the banner. */
+const char *kl_ram_version(void);
+/* The library's explanation of an error a kl_ram_* call returned. */
+const char *kl_ram_error(int rc);
+/* The fd another process can map, or -1 (private RAM). */
+int kl_ram_fd(const struct kl_ram *ram);
+/* "hpregion thp, 2 MiB pages, private" */
+void kl_ram_describe(const struct kl_ram *ram, char *buf, size_t len);
+
+/* The point of a shared fd for a VMM: another process (a vhost-user
+ * backend, a migration helper) maps the same RAM. A child maps kl_ram_fd()
+ * and checksums [off, off+len): 1 it matches want, 0 it differs, -errno
+ * when it could not check. */
+int kl_ram_other_process_sees(const struct kl_ram *ram, size_t off, size_t len, uint64_t want);
+
+#endif

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvm-lite: one guest run — load the guest program into RAM, create the
+ * VM, run the vCPU and serve its exits (one handler per exit reason and
+ * port) until the guest says DONE; snapshot/restore at its checkpoint.
+ */
+#ifndef KVM_LITE_RUN_H
+#define KVM_LITE_RUN_H
+
+#include "layout.h"
+#include "ram.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KL_NEV 16 /* guest report events, KL_EV_* < KL_NEV */
+
+struct kl_opts {
+	size_t ram;
+	enum kl_backing backend;
+	size_t guest_page;
+	struct kl_ram_opts ram_opts;
+	const char *snapshot; /* PREFIX: pause at the checkpoint, save, restore */
+	bool matrix, fpr, verbose, ud2, quick;
+	const char *json;
+	unsigned repeat;
+	uint64_t rand_iters, stride_reps;
+};
+
+struct kl_result {
+	uint64_t ev[KL_NEV];
+	bool have[KL_NEV];
+	double prefault_ms, release_ms[2], acquire_ms[2], save_ms, load_ms;
+	size_t lazy_after_release;
+	size_t guest_leaf;	/* leaf size the guest really mapped data with */
+	struct hpr_stats st;
+	int sum_mismatch;	/* guest checksum != host view of its RAM */
+	int restored_mismatch;	/* checksum after restore != before */
+	int bad_requests;	/* guest requests refused as out of range */
+	bool restored;
+};
+
+/* Run the guest on ram (with --snapshot, ram is a new region afterwards).
+ * 0 or -errno (a message is printed). */
+int kl_run_guest(const struct kl_opts *o, int kvm, const struct kl_layout *l, struct kl_ram *ram,
+		 struct kl_result *res);
+/* 0 when every check of a finished run held (checksums, page walk,
+ * restore), 1 otherwise. */
+int kl_check_result(const struct kl_opts *o, const struct kl_result *res);
+const char *kl_ev_name(unsigned ev);
+static inline double kl_mc(uint64_t cycles)
+{
+	return (double)cycles / 1e6;
+}
+
+#endif
