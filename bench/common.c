@@ -142,7 +142,7 @@ static void restore_at_exit(void)
 
 int bench_lock_system(void)
 {
-	int fd = open(BENCH_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(BENCH_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 	return fd < 0 || flock(fd, LOCK_EX) ? -1 : 0;
 }

@@ -4,8 +4,9 @@
  *
  *  THP      private anonymous memory at a huge-page-aligned address (no
  *           wasted head or tail), MADV_HUGEPAGE, VMA named "hpr:<name>".
- *  SHMEM    a 0600 O_EXCL file on a tmpfs mount (its huge= option read from
- *           mountinfo), or a memfd "hpr:<name>". Where the fault path gives
+ *  SHMEM    a 0600 O_EXCL|O_NOFOLLOW file on a tmpfs mount (its huge= option
+ *           read from mountinfo), created with openat() in the directory
+ *           that was checked, or a memfd "hpr:<name>". Where the fault path gives
  *           small pages (huge=never, shmem_enabled=never) but MADV_COLLAPSE
  *           exists (6.1), pages are populated then collapsed.
  *  HUGETLB  a file on hugetlbfs, or an MFD_HUGETLB memfd; MAP_SHARED, so the
@@ -47,6 +48,13 @@ static _Atomic unsigned file_seq;
 static const char *const shmem_huge_names[] = { "always", "within_size", "advise",
 						"never", "deny", "force" };
 
+/*
+ * The directory is opened once (O_PATH) and everything after that works on
+ * the fd: fstat, fstatfs, and the backing file is created with openat() in
+ * it. A path component swapped for a symlink after the check (a directory
+ * another user can write) cannot move the file off the mount that was
+ * checked.
+ */
 int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 {
 	struct statfs sf;
@@ -54,41 +62,56 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	static char mi[1 << 16];
 	static pthread_mutex_t mi_mu = PTHREAD_MUTEX_INITIALIZER;
 	struct hpr__mount mnt;
-	char real[4096];
+	char real[4096], self[64];
 	ssize_t got;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if (stat(dir, &st))
-		return hpr__fail(-errno, "path '%s': %s", dir, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return hpr__fail(-ENOTDIR, "path '%s' is not a directory: give a "
-					   "directory on a tmpfs huge= or hugetlbfs mount",
+	m->dirfd = hpr__os->openat(AT_FDCWD, dir, O_PATH | O_CLOEXEC, 0);
+	if (m->dirfd < 0)
+		return hpr__fail(m->dirfd, "path '%s': %s", dir, strerror(-m->dirfd));
+	if (fstat(m->dirfd, &st)) {
+		rc = -errno;
+		hpr__mount_release(m);
+		return hpr__fail(rc, "path '%s': %s", dir, strerror(-rc));
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		hpr__mount_release(m);
+		return hpr__fail(-ENOTDIR,
+				 "path '%s' is not a directory: give a "
+				 "directory on a tmpfs huge= or hugetlbfs mount",
 				 dir);
-	rc = hpr__os->statfs(dir, &sf);
-	if (rc)
+	}
+	rc = hpr__os->fstatfs(m->dirfd, &sf);
+	if (rc) {
+		hpr__mount_release(m);
 		return hpr__fail(rc, "statfs('%s'): %s", dir, strerror(-rc));
+	}
 	m->fstype = (long)sf.f_type;
-	if (m->fstype != TMPFS_MAGIC && m->fstype != (long)HUGETLBFS_MAGIC)
+	if (m->fstype != TMPFS_MAGIC && m->fstype != (long)HUGETLBFS_MAGIC) {
+		hpr__mount_release(m);
 		return hpr__fail(-EINVAL,
 				 "path '%s' is not on tmpfs or hugetlbfs (f_type %#lx): "
 				 "mount one, e.g. `mount -t tmpfs -o huge=always none DIR` "
 				 "or `mount -t hugetlbfs none DIR`",
 				 dir, (unsigned long)sf.f_type);
+	}
 	m->avail = sf.f_blocks ? (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize : UINT64_MAX;
 	if (m->fstype == (long)HUGETLBFS_MAGIC) {
 		m->page_size = (size_t)sf.f_bsize;
 		m->huge = HPR_SHMEM_ALWAYS;
 		return 0;
 	}
-	/* tmpfs: huge= lives in the super options of mountinfo */
+	/* tmpfs: huge= lives in the super options of mountinfo; the mount
+	 * point is matched with the path of the directory we hold */
 	m->huge = HPR_SHMEM_NEVER;
-	if (!realpath(dir, real))
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", m->dirfd);
+	if (!realpath(self, real) && !realpath(dir, real))
 		snprintf(real, sizeof(real), "%s", dir);
 	pthread_mutex_lock(&mi_mu);
 	got = hpr__os->read_file("/proc/self/mountinfo", mi, sizeof(mi));
-	if (got > 0 && !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev),
-					    minor(st.st_dev), real, &mnt)) {
+	if (got > 0 &&
+	    !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev), minor(st.st_dev), real, &mnt)) {
 		char v[32];
 
 		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1) {
@@ -101,6 +124,13 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	}
 	pthread_mutex_unlock(&mi_mu);
 	return 0;
+}
+
+void hpr__mount_release(struct hpr__mountcheck *m)
+{
+	if (m->dirfd >= 0)
+		hpr__os->close(m->dirfd);
+	m->dirfd = -1;
 }
 
 /* Reserve size+align of address space, trim to an aligned window, and map
@@ -231,45 +261,48 @@ static void shmem_policy(int mount_huge, bool memfd, bool *fault, bool *coll)
 			 mount_huge == HPR_SHMEM_ADVISE || mount_huge == HPR_SHMEM_FORCE;
 }
 
-static int open_file(hpr_region *r, const char *dir, bool hugetlb)
+/* Create the backing file in the checked directory: openat() on its fd,
+ * O_EXCL | O_NOFOLLOW, a name of one path component (region names are
+ * checked in hpr_create). r->file_path keeps that name while the file
+ * must be unlinked (relative to m->dirfd). */
+static int open_file(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
 {
-	char p[4096];
+	char p[128];
 	int fd;
 
 	for (int t = 0; t < 100; t++) {
-		snprintf(p, sizeof(p), "%s/hpr-%s-%d-%u", dir, r->name, (int)getpid(),
+		snprintf(p, sizeof(p), "hpr-%s-%d-%u", r->name, (int)getpid(),
 			 atomic_fetch_add(&file_seq, 1));
-		fd = hpr__os->open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		fd = hpr__os->openat(m->dirfd, p,
+				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd != -EEXIST)
 			break;
 	}
 	if (fd < 0)
-		return hpr__fail(fd, "cannot create a file in '%s': %s", dir,
-				 strerror(-fd));
-	(void)hugetlb;
+		return hpr__fail(fd, "cannot create a file in '%s': %s", c->path, strerror(-fd));
 	r->file_path = strdup(p);
 	if (!r->file_path) {
-		hpr__os->unlink(p);
+		hpr__os->unlinkat(m->dirfd, p);
 		hpr__os->close(fd);
 		return hpr__fail(-ENOMEM, "out of memory");
 	}
 	return fd;
 }
 
-static void drop_file(hpr_region *r)
+static void drop_file(hpr_region *r, const struct hpr__mountcheck *m)
 {
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);
 	r->fd = -1;
 	if (r->file_path) {
-		hpr__os->unlink(r->file_path);
+		hpr__os->unlinkat(m->dirfd, r->file_path);
 		free(r->file_path);
 		r->file_path = NULL;
 	}
 }
 
 /* Map the fd (sized, sealed) and finish a file-backed region. */
-static int map_file(hpr_region *r)
+static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
 {
 	uint64_t dev = 0, ino = 0;
 	int rc;
@@ -301,7 +334,7 @@ static int map_file(hpr_region *r)
 	if (!hpr__os->stat_dev_ino(NULL, r->fd, &dev, &ino))
 		r->obj_key = (dev << 40) ^ ino;
 	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE)) {
-		hpr__os->unlink(r->file_path);
+		hpr__os->unlinkat(m->dirfd, r->file_path);
 		free(r->file_path);
 		r->file_path = NULL;
 	}
@@ -359,7 +392,7 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 				 hpr__fmt_size(r->size, s, sizeof(s)));
 	}
 	if (m) {
-		rc = open_file(r, c->path, false);
+		rc = open_file(r, c, m);
 	} else {
 		char nm[80];
 
@@ -372,9 +405,9 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 	if (rc < 0)
 		return rc;
 	r->fd = rc;
-	rc = map_file(r);
+	rc = map_file(r, m);
 	if (rc) {
-		drop_file(r);
+		drop_file(r, m);
 		return rc;
 	}
 	return 0;
@@ -487,7 +520,7 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
 				 hpr__fmt_size(r->size, sz, sizeof(sz)));
 	}
 	if (m) {
-		rc = open_file(r, c->path, true);
+		rc = open_file(r, c, m);
 	} else {
 		char nm[80];
 
@@ -501,9 +534,9 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
 	if (rc < 0)
 		return rc;
 	r->fd = rc;
-	rc = map_file(r);
+	rc = map_file(r, m);
 	if (rc) {
-		drop_file(r);
+		drop_file(r, m);
 		if (rc == -ENOMEM) {
 			/* the pool shrank between our check and the reservation */
 			return hpr__fail(-ENOMEM, "the hugetlb pool could not reserve %zu %s "
@@ -535,10 +568,8 @@ static int finish(hpr_region *r)
 	return 0;
 }
 
-static int create_auto(hpr_region *r, const struct hpr_config *c)
+static int create_auto(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
 {
-	struct hpr__mountcheck m;
-	bool have_mount = false;
 	bool shared = c->flags & HPR_F_SHARED;
 	char reasons[900] = "";
 	size_t used = 0;
@@ -551,17 +582,11 @@ static int create_auto(hpr_region *r, const struct hpr_config *c)
 			used += (size_t)n_;                                          \
 	} while (0)
 
-	if (c->path) {
-		rc = hpr__mount_check(c->path, &m);
-		if (rc)
-			return rc;
-		have_mount = true;
-	}
 	/* 1. hugetlb */
 	{
-		bool on_htlb = have_mount && m.fstype == (long)HUGETLBFS_MAGIC;
+		bool on_htlb = m && m->fstype == (long)HUGETLBFS_MAGIC;
 
-		rc = setup_hugetlb(r, c, on_htlb ? &m : NULL);
+		rc = setup_hugetlb(r, c, on_htlb ? m : NULL);
 		if (!rc)
 			return finish(r);
 		if (rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -ENOSPC)
@@ -570,8 +595,8 @@ static int create_auto(hpr_region *r, const struct hpr_config *c)
 		reset_region(r);
 	}
 	/* 2. shmem on the given tmpfs */
-	if (have_mount && m.fstype == TMPFS_MAGIC) {
-		rc = setup_shmem(r, c, &m, false);
+	if (m && m->fstype == TMPFS_MAGIC) {
+		rc = setup_shmem(r, c, m, false);
 		if (!rc)
 			return finish(r);
 		if (rc != -EOPNOTSUPP)
@@ -600,8 +625,8 @@ static int create_auto(hpr_region *r, const struct hpr_config *c)
 	if (c->flags & HPR_F_FALLBACK) {
 		hpr__log(HPR_LOG_WARN, "region '%s': no huge pages to be had (%s), using "
 				       "base pages", r->name, reasons);
-		if (have_mount && m.fstype == TMPFS_MAGIC)
-			rc = setup_shmem(r, c, &m, true);
+		if (m && m->fstype == TMPFS_MAGIC)
+			rc = setup_shmem(r, c, m, true);
 		else if (shared)
 			rc = setup_shmem(r, c, NULL, true);
 		else
@@ -614,14 +639,15 @@ static int create_auto(hpr_region *r, const struct hpr_config *c)
 #undef NOTE
 }
 
-int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
+/* m: the checked directory of c->path, NULL without a path */
+static int create_backend(hpr_region *r, const struct hpr_config *c,
+			  const struct hpr__mountcheck *m)
 {
-	struct hpr__mountcheck m;
 	int rc;
 
 	switch (c->backend) {
 	case HPR_BACKEND_AUTO:
-		return create_auto(r, c);
+		return create_auto(r, c, m);
 	case HPR_BACKEND_THP:
 		if (thp_mode() == HPR_THP_NEVER) {
 			if (!(c->flags & HPR_F_FALLBACK))
@@ -636,36 +662,26 @@ int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
 		}
 		break;
 	case HPR_BACKEND_SHMEM:
-		if (c->path) {
-			rc = hpr__mount_check(c->path, &m);
-			if (rc)
-				return rc;
-			if (m.fstype != TMPFS_MAGIC)
-				return hpr__fail(-EINVAL,
-						 "path '%s' is on hugetlbfs: use "
-						 "HPR_BACKEND_HUGETLB there, or a tmpfs "
-						 "mounted huge= for shmem",
-						 c->path);
-		}
-		rc = setup_shmem(r, c, c->path ? &m : NULL, false);
+		if (m && m->fstype != TMPFS_MAGIC)
+			return hpr__fail(-EINVAL,
+					 "path '%s' is on hugetlbfs: use "
+					 "HPR_BACKEND_HUGETLB there, or a tmpfs "
+					 "mounted huge= for shmem",
+					 c->path);
+		rc = setup_shmem(r, c, m, false);
 		if (rc == -EOPNOTSUPP && (c->flags & HPR_F_FALLBACK)) {
 			reset_region(r);
-			rc = setup_shmem(r, c, c->path ? &m : NULL, true);
+			rc = setup_shmem(r, c, m, true);
 		}
 		break;
 	case HPR_BACKEND_HUGETLB:
-		if (c->path) {
-			rc = hpr__mount_check(c->path, &m);
-			if (rc)
-				return rc;
-			if (m.fstype != (long)HUGETLBFS_MAGIC)
-				return hpr__fail(-EINVAL,
-						 "path '%s' is on tmpfs, not hugetlbfs: use "
-						 "HPR_BACKEND_SHMEM there, or mount -t "
-						 "hugetlbfs",
-						 c->path);
-		}
-		rc = setup_hugetlb(r, c, c->path ? &m : NULL);
+		if (m && m->fstype != (long)HUGETLBFS_MAGIC)
+			return hpr__fail(-EINVAL,
+					 "path '%s' is on tmpfs, not hugetlbfs: use "
+					 "HPR_BACKEND_SHMEM there, or mount -t "
+					 "hugetlbfs",
+					 c->path);
+		rc = setup_hugetlb(r, c, m);
 		if ((rc == -ENOMEM || rc == -EOPNOTSUPP) && (c->flags & HPR_F_FALLBACK)) {
 			hpr__log(HPR_LOG_WARN, "region '%s': %s; falling back to base pages",
 				 r->name, hpr_strerror(rc));
@@ -680,6 +696,21 @@ int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
 	return rc ? rc : finish(r);
 }
 
+int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
+{
+	struct hpr__mountcheck m = { .dirfd = -1 };
+	int rc;
+
+	if (c->path && c->backend != HPR_BACKEND_THP) { /* THP has no path */
+		rc = hpr__mount_check(c->path, &m);
+		if (rc)
+			return rc;
+	}
+	rc = create_backend(r, c, m.dirfd >= 0 ? &m : NULL);
+	hpr__mount_release(&m);
+	return rc;
+}
+
 int hpr__backend_destroy(hpr_region *r)
 {
 	int rc = 0;
@@ -690,8 +721,7 @@ int hpr__backend_destroy(hpr_region *r)
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);
 	r->fd = -1;
-	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE))
-		hpr__os->unlink(r->file_path);
+	/* a file that was not kept was unlinked when it was mapped */
 	free(r->file_path);
 	r->file_path = NULL;
 	return rc;

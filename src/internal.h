@@ -167,7 +167,7 @@ struct hpr_region {
 	unsigned flags;
 	int fd;		/* -1 for private anon */
 	bool is_memfd;
-	char *file_path; /* set while the file exists and must be unlinked */
+	char *file_path; /* the file's name in the checked directory, while it exists */
 	char name[64];
 	uint64_t obj_key; /* backing object identity for the lock hash */
 

@@ -65,9 +65,9 @@ static int os_memfd_create(const char *name, unsigned flags)
 	return fd < 0 ? -errno : fd;
 }
 
-static int os_open(const char *path, int flags, unsigned mode)
+static int os_openat(int dirfd, const char *name, int flags, unsigned mode)
 {
-	int fd = open(path, flags, (mode_t)mode);
+	int fd = openat(dirfd, name, flags, (mode_t)mode);
 
 	return fd < 0 ? -errno : fd;
 }
@@ -83,9 +83,9 @@ static int os_ftruncate(int fd, off_t len)
 	return ftruncate(fd, len) ? -errno : 0;
 }
 
-static int os_unlink(const char *path)
+static int os_unlinkat(int dirfd, const char *name)
 {
-	return unlink(path) ? -errno : 0;
+	return unlinkat(dirfd, name, 0) ? -errno : 0;
 }
 
 static int os_add_seals(int fd, int seals)
@@ -96,6 +96,11 @@ static int os_add_seals(int fd, int seals)
 static int os_statfs(const char *path, struct statfs *st)
 {
 	return statfs(path, st) ? -errno : 0;
+}
+
+static int os_fstatfs(int fd, struct statfs *st)
+{
+	return fstatfs(fd, st) ? -errno : 0;
 }
 
 static int os_stat_dev_ino(const char *path, int fd, uint64_t *dev,
@@ -158,12 +163,13 @@ const struct hpr_os_ops hpr__os_real = {
 	.munlock = os_munlock,
 	.fallocate = os_fallocate,
 	.memfd_create = os_memfd_create,
-	.open = os_open,
+	.openat = os_openat,
 	.close = os_close,
 	.ftruncate = os_ftruncate,
-	.unlink = os_unlink,
+	.unlinkat = os_unlinkat,
 	.add_seals = os_add_seals,
 	.statfs = os_statfs,
+	.fstatfs = os_fstatfs,
 	.stat_dev_ino = os_stat_dev_ino,
 	.read_file = os_read_file,
 	.mbind = os_mbind,

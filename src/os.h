@@ -55,12 +55,15 @@ struct hpr_os_ops {
 	int (*munlock)(void *addr, size_t len);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
 	int (*memfd_create)(const char *name, unsigned flags);
-	int (*open)(const char *path, int flags, unsigned mode);
+	/* openat(2): paths are opened relative to a directory fd the caller
+	 * checked, so a swapped path component cannot redirect them */
+	int (*openat)(int dirfd, const char *name, int flags, unsigned mode);
 	int (*close)(int fd);
 	int (*ftruncate)(int fd, off_t len);
-	int (*unlink)(const char *path);
+	int (*unlinkat)(int dirfd, const char *name);
 	int (*add_seals)(int fd, int seals);
 	int (*statfs)(const char *path, struct statfs *st);
+	int (*fstatfs)(int fd, struct statfs *st);
 	int (*stat_dev_ino)(const char *path, int fd, uint64_t *dev, uint64_t *ino);
 	/* read a small text file (sysfs, procfs) into buf, NUL-terminated */
 	ssize_t (*read_file)(const char *path, char *buf, size_t len);

@@ -53,8 +53,52 @@ static int config_copy(const struct hpr_config *in, struct hpr_config *c)
 	return 0;
 }
 
+/*
+ * A region name becomes part of a file name in the caller's directory
+ * (hpr-NAME-PID-N), a memfd name and a VMA name, and hpr stat shows it to
+ * whoever inspects the process. So it is one path component (no '/', not
+ * "." or "..": a name with a '/' could lead the backing file through a
+ * symlink off the mount that was checked), printable ASCII without spaces
+ * (no terminal escapes), and none of \ ` $ [ ] that the kernel refuses in
+ * anonymous VMA names (PR_SET_VMA_ANON_NAME). 1 to 40 bytes.
+ */
+static int name_check(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!n || n > 40)
+		return hpr__fail(-EINVAL,
+				 "hpr_create: name must be 1 to 40 bytes long, "
+				 "not %zu (NULL gives \"region\")",
+				 n);
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return hpr__fail(-EINVAL,
+				 "hpr_create: name \"%s\" is not allowed: it must "
+				 "be a single file name component",
+				 name);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)name[i];
+
+		if (ch == '/')
+			return hpr__fail(-EINVAL,
+					 "hpr_create: name has a '/' at byte %zu: it "
+					 "must be a single file name component "
+					 "(letters, digits, -_.:+=@,%%)",
+					 i);
+		if (ch <= 0x20 || ch >= 0x7f || strchr("\\`$[]", ch))
+			return hpr__fail(-EINVAL,
+					 "hpr_create: name has byte %#04x at %zu: "
+					 "use printable ASCII without spaces or \\ ` $ "
+					 "[ ] (letters, digits, -_.:+=@,%%)",
+					 ch, i);
+	}
+	return 0;
+}
+
 static int config_check(const struct hpr_config *c)
 {
+	int rc;
+
 	if (c->flags & ~HPR_F_ALL_)
 		return hpr__fail(-EINVAL, "hpr_create: unknown flag bits %#x",
 				 c->flags & ~HPR_F_ALL_);
@@ -75,8 +119,8 @@ static int config_check(const struct hpr_config *c)
 		return hpr__fail(-EINVAL, "hpr_create: THP regions are private "
 					  "anonymous memory; use HPR_BACKEND_SHMEM for "
 					  "HPR_F_SHARED");
-	if (c->name && strlen(c->name) > 40)
-		return hpr__fail(-EINVAL, "hpr_create: name is longer than 40 bytes");
+	if (c->name && (rc = name_check(c->name)))
+		return rc;
 	if (c->workers > 1024)
 		return hpr__fail(-EINVAL, "hpr_create: %u workers is unreasonable "
 					  "(max 1024)", c->workers);

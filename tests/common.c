@@ -452,7 +452,7 @@ int t_run_suite(Suite *s, unsigned needs)
 	if (needs & T_NEED_ROOT) {
 		/* hugetlb pools and sysfs modes are system-wide: one suite
 		 * (or benchmark) that changes them at a time */
-		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 		if (lk >= 0)
 			flock(lk, LOCK_EX); /* held until exit */

@@ -9,6 +9,11 @@ read, independently parsed here.
   hpr_cli_check.py stat FILE.json HOLD  regions vs what hpr_hold printed
   hpr_cli_check.py size FILE.json LABEL ok|fail   one backend's verdict
   hpr_cli_check.py fix FILE.json LABEL  print the first fix command of LABEL
+  hpr_cli_check.py hostile              a process whose comm and memfd names
+                                        carry terminal escapes; prints "ready"
+  hpr_cli_check.py clean FILE           FILE has no control bytes but newlines
+  hpr_cli_check.py hostile-json FILE.json  hpr stat --json of it: the names
+                                        come back exactly (JSON escapes)
 """
 import glob
 import json
@@ -202,8 +207,54 @@ def find(j, label):
     return None
 
 
+# Names a hostile process gives its memfds (hpr stat lists "hpr:" memfds):
+# an OSC title change, a screen clear, a C1 CSI (U+009B in UTF-8).
+HOSTILE_COMM = "\x1b[31mevil\x07"
+HOSTILE_NAMES = [b"\x1b]0;pwned\x07\x1b[2Jx", b"c1\xc2\x9b31m"]
+
+
+def hostile():
+    import mmap
+    import time
+    with open("/proc/self/comm", "w") as f:
+        f.write(HOSTILE_COMM)
+    maps = []
+    for nm in HOSTILE_NAMES:
+        fd = os.memfd_create(b"hpr:" + nm)
+        os.ftruncate(fd, 1 << 20)
+        m = mmap.mmap(fd, 1 << 20)
+        m[0] = 1
+        maps.append(m)
+    print("ready", flush=True)
+    time.sleep(3600)
+
+
+def clean(fn):
+    data = open(fn, "rb").read()
+    bad = sorted({b for b in data if (b < 0x20 and b != 0x0a) or b == 0x7f})
+    check(not bad, "%s has control bytes %s" % (fn, [hex(b) for b in bad]))
+    text = data.decode("utf-8", "replace")
+    c1 = sorted({hex(ord(c)) for c in text if 0x80 <= ord(c) < 0xa0})
+    check(not c1, "%s has C1 control characters %s" % (fn, c1))
+
+
+def hostile_json(j):
+    check(j["comm"] == HOSTILE_COMM, "comm %r" % j["comm"])
+    got = sorted(r["name"] for r in j["regions"])
+    want = sorted(n.decode() for n in HOSTILE_NAMES)
+    check(got == want, "names %r, want %r" % (got, want))
+
+
 def main():
+    if sys.argv[1] == "hostile":
+        hostile()
+        return
     cmd, fn = sys.argv[1], sys.argv[2]
+    if cmd == "clean":
+        clean(fn)
+        for e in errors:
+            print("CHECK FAILED: " + e, file=sys.stderr)
+        sys.exit(1 if errors else 0)
     j = json.load(open(fn))
     if cmd == "probe":
         probe(j)
@@ -215,6 +266,8 @@ def main():
         b = find(j, sys.argv[3])
         if b:
             check(b["ok"] == (sys.argv[4] == "ok"), "%s: expected %s, got %s" % (sys.argv[3], sys.argv[4], b))
+    elif cmd == "hostile-json":
+        hostile_json(j)
     elif cmd == "fix":
         b = find(j, sys.argv[3])
         if b and b["fix"]:

@@ -26,7 +26,7 @@ command -v python3 >/dev/null || skip "needs python3"
 if [ -z "${HPR_CLI_IN_NS:-}" ]; then
 	# serialize with the suites that change system state, then a private
 	# mount namespace so our mounts vanish with us
-	exec 9>/tmp/hpr-system.lock
+	exec 9>>/tmp/hpr-system.lock
 	flock 9
 	HPR_CLI_IN_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
@@ -36,9 +36,11 @@ chmod 755 "$TMP"
 POOL=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 OLD_POOL=$(cat $POOL)
 HOLD_PID=
+HOSTILE_PID=
 MEMCG=
 cleanup() {
 	[ -n "$HOLD_PID" ] && kill "$HOLD_PID" 2>/dev/null && wait "$HOLD_PID" 2>/dev/null
+	[ -n "$HOSTILE_PID" ] && kill "$HOSTILE_PID" 2>/dev/null && wait "$HOSTILE_PID" 2>/dev/null
 	[ -n "$MEMCG" ] && rmdir "$MEMCG" 2>/dev/null
 	for m in $(grep -o " $TMP/[^ ]*" /proc/self/mountinfo | sort -r); do
 		umount "$m" 2>/dev/null
@@ -188,6 +190,52 @@ line=$(grep " $TMP/m3 " /proc/self/mountinfo)
 case "$line" in *" - hugetlbfs "*pagesize=2M*) ;; *) fail "hugetlbfs mount: $line" ;; esac
 [ "$(stat -c %U "$TMP/m3")" = nobody ] || fail "--owner nobody: $(stat -c %U "$TMP/m3")"
 expect 1 "$HPR" mount "$TMP/m4" --owner no-such-user-hpr
+
+echo "== mount refuses paths others control"
+# a symlink planted where the mount should go (DIR -> /etc in the attack;
+# here a scratch target), a directory another user owns, a parent others
+# may write: refused, nothing mounted or created; an owned plain directory
+# works (above), and --unsafe-path mounts on purpose
+mkdir "$TMP/target"
+ln -s "$TMP/target" "$TMP/planted"
+expect 1 "$HPR" mount "$TMP/planted"
+has "$TMP/err" "is a symlink" "mount on a symlink"
+ln -s "$TMP/target" "$TMP/planted2"
+expect 1 "$HPR" mount "$TMP/planted2/sub"
+has "$TMP/err" "is a symlink" "mount under a symlinked parent"
+[ -e "$TMP/target/sub" ] && fail "a refused mount created $TMP/target/sub"
+mkdir "$TMP/theirs"
+chown nobody "$TMP/theirs"
+expect 1 "$HPR" mount "$TMP/theirs"
+has "$TMP/err" "owned by nobody" "mount on another user's directory"
+expect 1 "$HPR" mount "$TMP/theirs/sub"
+has "$TMP/err" "owned by nobody" "mount under another user's directory"
+[ -e "$TMP/theirs/sub" ] && fail "a refused mount created $TMP/theirs/sub"
+mkdir -m 0777 "$TMP/open"
+expect 1 "$HPR" mount "$TMP/open/sub"
+has "$TMP/err" "writable by everyone" "mount under a world-writable parent"
+[ -e "$TMP/open/sub" ] && fail "a refused mount created $TMP/open/sub"
+for d in target theirs open/sub; do
+	grep -q " $TMP/$d " /proc/self/mountinfo && fail "a refused mount mounted $TMP/$d"
+done
+expect 0 "$HPR" mount "$TMP/planted" --unsafe-path --size 8M
+grep -q " $TMP/target .* - tmpfs " /proc/self/mountinfo || fail "--unsafe-path: no mount on the target"
+expect 0 "$HPR" mount "$TMP/theirs" --unsafe-path --size 8M
+grep -q " $TMP/theirs .* - tmpfs " /proc/self/mountinfo || fail "--unsafe-path: no mount on nobody's dir"
+
+echo "== stat escapes what other processes name"
+$CHECK hostile > "$TMP/hostile.out" &
+HOSTILE_PID=$!
+for _ in $(seq 100); do grep -q ready "$TMP/hostile.out" && break; sleep 0.1; done
+expect 0 "$HPR" stat $HOSTILE_PID
+$CHECK clean "$TMP/out" || fail "hpr stat wrote control bytes to the terminal"
+grep -q 'x1b\]0;pwned' "$TMP/out" || fail "hostile memfd not listed (escaped)"
+expect 0 "$HPR" stat $HOSTILE_PID --json
+$CHECK clean "$TMP/out" || fail "hpr stat --json wrote control bytes"
+$CHECK hostile-json "$TMP/out" || fail "hpr stat --json lost the names"
+kill $HOSTILE_PID
+wait $HOSTILE_PID 2>/dev/null
+HOSTILE_PID=
 
 echo "== stat"
 echo 32 > $POOL

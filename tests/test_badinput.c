@@ -518,6 +518,140 @@ START_TEST(range_outside)
 }
 END_TEST
 
+/*
+ * Region names are one printable file name component: a '/' would let the
+ * backing file follow a symlink in the checked directory, control bytes
+ * would reach the terminal of whoever runs hpr stat.
+ */
+START_TEST(bad_names)
+{
+	static const struct {
+		const char *name, *keyword;
+	} bad[] = {
+		{ "", "1 to 40 bytes" },
+		{ "0123456789012345678901234567890123456789x", "1 to 40 bytes" },
+		{ ".", "single file name component" },
+		{ "..", "single file name component" },
+		{ "a/b", "'/'" },
+		{ "../../etc", "'/'" },
+		{ "esc\x1b[31mred", "0x1b" },
+		{ "tab\there", "0x09" },
+		{ "sp ace", "0x20" },
+		{ "dollar$", "0x24" },
+		{ "brack]et", "0x5d" },
+		{ "utf8-\xc3\xa9", "0xc3" },
+	};
+	const char *d = t_mount_tmpfs("huge=always");
+	struct hpr_config c;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		for (int b = HPR_BACKEND_AUTO; b <= HPR_BACKEND_SHMEM; b++) {
+			char what[96];
+
+			cfg(&c, (enum hpr_backend)b, b == HPR_BACKEND_THP ? NULL : d);
+			c.flags = HPR_F_FALLBACK;
+			c.name = bad[i].name;
+			snprintf(what, sizeof(what), "%s, name #%zu", hpr_backend_name(b), i);
+			expect_fail(what, &c, -EINVAL, bad[i].keyword, d);
+		}
+	}
+	/* the edges that are fine */
+	cfg(&c, HPR_BACKEND_SHMEM, d);
+	c.flags = HPR_F_FALLBACK;
+	c.name = "0123456789012345678901234567890123456789";
+	{
+		hpr_region *r;
+
+		ck_assert_int_eq(hpr_create(&c, &r), 0);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+		c.name = "a.b_c-d:e+f=g@h,i%j~k";
+		ck_assert_int_eq(hpr_create(&c, &r), 0);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+	}
+}
+END_TEST
+
+/*
+ * A name with a '/' and a symlink planted in the checked directory: the
+ * backing file (root's, 0600) must not land in the symlink's target.
+ */
+START_TEST(name_symlink_escape)
+{
+	const char *d = t_mount_tmpfs("huge=always");
+	const char *elsewhere = t_mount_tmpfs("huge=never");
+	struct hpr_config c;
+	char link[512];
+
+	snprintf(link, sizeof(link), "%s/hpr-esc", d);
+	ck_assert_int_eq(symlink(elsewhere, link), 0);
+	cfg(&c, HPR_BACKEND_SHMEM, d);
+	c.flags = HPR_F_KEEP_FILE;
+	c.name = "esc/x";
+	expect_fail("name through a symlink", &c, -EINVAL, "'/'", elsewhere);
+	ck_assert_int_eq(t_dir_entries(elsewhere), 0);
+	ck_assert_int_eq(unlink(link), 0);
+}
+END_TEST
+
+/*
+ * The directory is swapped for a symlink after it was checked (a race an
+ * unprivileged user who owns a parent directory can win): the backing file
+ * must still be created in the directory that was checked. The fake
+ * read_file hook does the swap when the check reads mountinfo, after the
+ * directory was statfs'd.
+ */
+static char swap_dir[512], swap_old[512], swap_target[512];
+static int swaps;
+
+static ssize_t swap_read_file(const char *path, char *buf, size_t len)
+{
+	if (!swaps && !strcmp(path, "/proc/self/mountinfo")) {
+		ck_assert_int_eq(rename(swap_dir, swap_old), 0);
+		ck_assert_int_eq(symlink(swap_target, swap_dir), 0);
+		swaps++;
+	}
+	return hpr__os_real.read_file(path, buf, len);
+}
+
+START_TEST(dir_swapped_after_check)
+{
+	const char *d = t_mount_tmpfs("huge=always");
+	const char *target = t_mount_tmpfs("huge=never");
+	struct hpr_config c;
+	hpr_region *r;
+	char fdp[64], got[1024];
+	ssize_t n;
+
+	snprintf(swap_dir, sizeof(swap_dir), "%s/dir", d);
+	snprintf(swap_old, sizeof(swap_old), "%s/dir.checked", d);
+	snprintf(swap_target, sizeof(swap_target), "%s", target);
+	ck_assert_int_eq(mkdir(swap_dir, 0700), 0);
+	swaps = 0;
+	fake_os = hpr__os_real;
+	fake_os.read_file = swap_read_file;
+	hpr__os_set(&fake_os);
+	cfg(&c, HPR_BACKEND_SHMEM, swap_dir);
+	c.flags = HPR_F_KEEP_FILE;
+	ck_assert_int_eq(hpr_create(&c, &r), 0);
+	hpr__os_set(NULL);
+	ck_assert_msg(swaps == 1, "the check did not read mountinfo through read_file: "
+				  "the swap did not happen, the test tests nothing");
+	snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", hpr_fd(r));
+	n = readlink(fdp, got, sizeof(got) - 1);
+	ck_assert_int_gt(n, 0);
+	got[n] = '\0';
+	printf("backing file after the swap: %s\n", got);
+	ck_assert_msg(!strncmp(got, swap_old, strlen(swap_old)) && got[strlen(swap_old)] == '/',
+		      "backing file %s is not in the checked directory %s", got, swap_old);
+	ck_assert_int_eq(t_dir_entries(target), 0);
+	ck_assert_int_eq(t_dir_entries(swap_old), 1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	ck_assert_int_eq(unlink(got), 0);
+	ck_assert_int_eq(unlink(swap_dir), 0);
+	ck_assert_int_eq(rmdir(swap_old), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("badinput");
@@ -540,6 +674,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, null_region);
 	tcase_add_test(tc, stats_null_out);
 	tcase_add_test(tc, range_outside);
+	tcase_add_test(tc, bad_names);
+	tcase_add_test(tc, name_symlink_escape);
+	tcase_add_test(tc, dir_swapped_after_check);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -18,6 +18,7 @@ static const char usage[] =
 	"                                  show or set hugetlb pools (setting: root)\n"
 	"  mount DIR [--hugetlbfs] [--size SIZE] [--pagesize SIZE]\n"
 	"        [--huge always|within_size|advise] [--mode MODE] [--owner USER[:GROUP]]\n"
+	"        [--unsafe-path]\n"
 	"                                  mount a huge tmpfs or hugetlbfs (root)\n"
 	"  stat PID [--json]              hpregion regions of a running process\n"
 	"  version                        library version\n"

@@ -51,6 +51,10 @@ int read_mode(const char *path, char *buf, size_t len);
 /* Write val to a sysfs/procfs file. 0 or -errno. */
 int write_str(const char *path, const char *val);
 
+/* s made safe for a terminal: bytes outside printable ASCII as \xNN and
+ * a backslash as two (names read from other processes may carry escape
+ * sequences). Truncated to fit buf; returns buf. */
+const char *esc_text(const char *s, char *buf, size_t len);
 /* "2M", "1G", "2048k", "2MiB", "4096" -> bytes (hpr__parse_size). */
 int parse_size_arg(const char *s, uint64_t *out);
 /* Decimal count "0".."2^63"; -EINVAL otherwise. */
@@ -64,6 +68,24 @@ const char *fmt_size_arg(uint64_t bytes, char *buf, size_t len);
 unsigned hugetlb_sizes(uint64_t *sizes, unsigned max);
 /* Online NUMA node ids (from /sys/devices/system/node). Returns count. */
 unsigned numa_nodes(int *nodes, unsigned max);
+
+/* ---- a directory root can act on without following symlinks (safedir.c) ---- */
+#define SAFEDIR_MAX_DEPTH 64
+struct safedir {
+	int fd; /* the directory, O_PATH; -1 when not open */
+	int n;
+	int fds[SAFEDIR_MAX_DEPTH]; /* each component, from / or . down */
+	char *names[SAFEDIR_MAX_DEPTH];
+	bool made[SAFEDIR_MAX_DEPTH]; /* created by the walk */
+};
+/* Walk path with O_NOFOLLOW, creating missing directories (0755). Unless
+ * unsafe, refuse symlinks, components owned by others than root or the
+ * caller, and parents others can write without the sticky bit. 0, or 1
+ * after printing why (nothing left open or created). */
+int safedir_open(struct safedir *d, const char *path, bool unsafe);
+/* Close the fds; safedir_undo() also removes the directories it made. */
+void safedir_close(struct safedir *d);
+void safedir_undo(struct safedir *d);
 
 /* ---- hugetlb pools (pool.c) ---- */
 #define MAX_NODES 64

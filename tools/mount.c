@@ -4,8 +4,10 @@
  * options, creating the directory if needed: nosuid,nodev, mode 0700 and
  * owned by root unless --mode/--owner say otherwise (a huge-page mount is
  * memory that is charged to whoever writes it; world-writable is a choice
- * to make on purpose, not a default). Prints what the kernel mounted, read
- * back from mountinfo.
+ * to make on purpose, not a default). DIR is walked without following
+ * symlinks and must be root's (safedir.c) unless --unsafe-path; the mount
+ * goes onto the directory fd that was checked. Prints what the kernel
+ * mounted, read back from mountinfo.
  */
 #define _GNU_SOURCE
 #include "hpr.h"
@@ -19,67 +21,92 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 static const char usage[] =
 	"usage: hpr mount DIR [--hugetlbfs] [--size SIZE] [--pagesize SIZE]\n"
 	"                 [--huge always|within_size|advise] [--mode MODE]\n"
-	"                 [--owner USER[:GROUP]]\n"
+	"                 [--owner USER[:GROUP]] [--unsafe-path]\n"
 	"  --hugetlbfs    mount hugetlbfs instead of a tmpfs huge=always\n"
 	"  --size SIZE    limit the mount (tmpfs default: half of RAM; hugetlbfs:\n"
 	"                 no limit beyond the pool)\n"
 	"  --pagesize SZ  hugetlbfs page size (2M, 1G); default: the default size\n"
 	"  --huge MODE    tmpfs huge= mode (default always)\n"
 	"  --mode MODE    octal mode of the mount's root (default 0700)\n"
-	"  --owner U[:G]  owner of the mount's root (default root)\n";
+	"  --owner U[:G]  owner of the mount's root (default root)\n"
+	"  --unsafe-path  mount even where DIR or a parent is a symlink, is owned\n"
+	"                 by another user, or is writable by others (refused by\n"
+	"                 default: they could choose where the mount lands)\n";
 
-/* mkdir -p with mode 0755 for the parents and DIR itself. *created gets
- * the offset in dir of the first directory this call made (0: none), so a
- * failed mount can take them away again. */
-static int mkdir_p(const char *dir, size_t *created)
+#ifndef MOUNT_ATTR_NOSUID
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV 0x00000004
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef FSMOUNT_CLOEXEC
+#define FSMOUNT_CLOEXEC 0x00000001
+#endif
+#ifndef FSCONFIG_SET_STRING
+#define FSCONFIG_SET_STRING 1
+#define FSCONFIG_CMD_CREATE 6
+#endif
+
+/*
+ * Mount onto the directory fd, not onto a path: the new mount API (Linux
+ * 5.2) builds the superblock from the options (fsopen, fsconfig, fsmount)
+ * and move_mount(MOVE_MOUNT_T_EMPTY_PATH) attaches it to exactly the
+ * directory that was checked. Without it (ENOSYS), mount(2) on
+ * /proc/self/fd/N, which resolves to the same directory. 0 or errno.
+ */
+static int mount_on_fd(int dirfd, const char *source, const char *fstype, const char *data)
 {
-	char p[4096];
-	size_t n = strlen(dir);
+#ifdef SYS_fsopen
+	int fs = (int)syscall(SYS_fsopen, fstype, 0);
 
-	*created = 0;
-	if (n >= sizeof(p))
-		return -ENAMETOOLONG;
-	memcpy(p, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		p[i] = '\0';
-		if (!mkdir(p, 0755)) {
-			if (!*created)
-				*created = i;
-		} else if (errno != EEXIST) {
-			return -errno;
+	if (fs >= 0) {
+		char opts[256], *save = NULL, *kv;
+		int mnt, e = 0;
+
+		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", source, 0))
+			e = errno;
+		snprintf(opts, sizeof(opts), "%s", data);
+		for (kv = strtok_r(opts, ",", &save); kv && !e; kv = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(kv, '=');
+
+			if (eq)
+				*eq = '\0';
+			if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, kv, eq ? eq + 1 : NULL,
+				    0))
+				e = errno;
 		}
-		p[i] = dir[i];
+		if (!e && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0))
+			e = errno;
+		mnt = e ? -1 :
+			  (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+				       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+		if (!e && mnt < 0)
+			e = errno;
+		close(fs);
+		if (!e && syscall(SYS_move_mount, mnt, "", dirfd, "",
+				  MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
+			e = errno;
+		if (mnt >= 0)
+			close(mnt);
+		return e;
 	}
-	return 0;
-}
+	if (errno != ENOSYS)
+		return errno;
+#endif
+	{
+		char self[64];
 
-/* Remove what mkdir_p made, deepest first. */
-static void rmdir_created(const char *dir, size_t created)
-{
-	char p[4096];
-	size_t n = strlen(dir);
-
-	if (!created || n >= sizeof(p))
-		return;
-	memcpy(p, dir, n + 1);
-	while (n >= created) {
-		while (n > 1 && p[n - 1] == '/')
-			p[--n] = '\0';
-		if (rmdir(p))
-			return;
-		while (n > 0 && p[n - 1] != '/')
-			n--;
-		if (n <= created)
-			return;
-		p[n] = '\0';
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", dirfd);
+		return mount(source, self, fstype, MS_NOSUID | MS_NODEV, data) ? errno : 0;
 	}
 }
 
@@ -144,26 +171,30 @@ int cmd_mount(int argc, char **argv)
 		{ "huge", required_argument, NULL, 'u' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "owner", required_argument, NULL, 'o' },
+		{ "unsafe-path", no_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	static const char *const huge_modes[] = { "always", "within_size", "advise" };
-	bool htlb = false;
+	bool htlb = false, unsafe = false;
 	uint64_t size = 0, ps = 0;
 	const char *huge = NULL, *dir;
 	unsigned long mode = 0700;
 	long uid = -1, gid = -1;
-	char data[256], a[32], offered[128], real[4096];
+	char data[256], a[32], offered[128], real[4096], self[64];
+	struct safedir sd;
 	struct stat st;
-	size_t created = 0;
 	int c, rc;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "Hs:p:u:m:o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "Hs:p:u:m:o:Uh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
 			htlb = true;
+			break;
+		case 'U':
+			unsafe = true;
 			break;
 		case 's':
 			if (parse_size_arg(optarg, &size))
@@ -248,21 +279,19 @@ int cmd_mount(int argc, char **argv)
 	if (gid >= 0)
 		snprintf(data + strlen(data), sizeof(data) - strlen(data), ",gid=%ld", gid);
 
-	rc = mkdir_p(dir, &created);
-	if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
-		return fail("cannot create %s: %s (mounting needs root anyway: run it as "
-			    "root)",
-			    dir, strerror(-rc));
-	if (rc)
-		return fail("cannot create %s: %s", dir, strerror(-rc));
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-		return fail("%s is not a directory", dir);
-	if (mount(htlb ? "hugetlbfs" : "hpr-tmpfs", dir, htlb ? "hugetlbfs" : "tmpfs",
-		  MS_NOSUID | MS_NODEV, data)) {
-		int e = errno;
+	/* DIR is opened without following symlinks and checked; the mount
+	 * goes onto that fd (see safedir.c) */
+	if (safedir_open(&sd, dir, unsafe))
+		return 1;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", sd.fd);
+	if (!realpath(self, real))
+		snprintf(real, sizeof(real), "%s", dir);
+	rc = mount_on_fd(sd.fd, htlb ? "hugetlbfs" : "hpr-tmpfs", htlb ? "hugetlbfs" : "tmpfs",
+			 data);
+	if (rc) {
+		int e = rc;
 
-		rmdir_created(dir, created);
-
+		safedir_undo(&sd);
 		if (e == EPERM || e == EACCES)
 			return fail("mounting needs root (CAP_SYS_ADMIN): mount %s on %s: %s.\n"
 				    "Run it as root, e.g. `sudo hpr mount %s%s`",
@@ -276,16 +305,15 @@ int cmd_mount(int argc, char **argv)
 		return fail("mount -t %s -o %s none %s: %s", htlb ? "hugetlbfs" : "tmpfs", data,
 			    dir, strerror(e));
 	}
+	safedir_close(&sd);
 
 	/* say what the kernel mounted */
-	if (!realpath(dir, real))
-		snprintf(real, sizeof(real), "%s", dir);
 	{
 		size_t len;
 		char *mi = slurp("/proc/self/mountinfo", &len);
 		struct hpr__mount m;
 
-		if (!stat(dir, &st) && mi &&
+		if (!stat(real, &st) && mi &&
 		    !hpr__mountinfo_find(mi, len, major(st.st_dev), minor(st.st_dev), real, &m))
 			printf("mounted %s on %s: %s\n", m.fstype, m.mnt_point, m.super_opts);
 		else

@@ -346,7 +346,7 @@ int cmd_stat(int argc, char **argv)
 	struct hpr_probe_info pi;
 	unsigned long pid;
 	bool json = false;
-	char path[64], comm[64] = "?", *buf, *mi, *numa;
+	char path[64], comm[64] = "?", ecomm[4 * 64], *buf, *mi, *numa;
 	size_t len = 0, milen = 0;
 	int c;
 
@@ -449,14 +449,15 @@ int cmd_stat(int argc, char **argv)
 		jw_finish(&w);
 		return 0;
 	}
-	printf("process %lu (%s): %u hpregion region%s\n", pid, comm, s.nregs,
-	       s.nregs == 1 ? "" : "s");
+	/* names and paths come from the process: escape them for the terminal */
+	printf("process %lu (%s): %u hpregion region%s\n", pid,
+	       esc_text(comm, ecomm, sizeof(ecomm)), s.nregs, s.nregs == 1 ? "" : "s");
 	if (s.nregs)
 		printf("%-16s %-7s %9s %9s %9s %6s %7s  %-14s %s\n", "NAME", "BACKEND", "SIZE",
 		       "RESIDENT", "HUGE", "HUGE%", "PAGE", "NODES", "SOURCE");
 	for (unsigned i = 0; i < s.nregs; i++) {
 		const struct region *r = &regs[i];
-		char a[32], b[32], d[32], e[32], nodes[128];
+		char a[32], b[32], d[32], e[32], nodes[128], ename[4 * 128], epath[4 * 512];
 		uint64_t res = resident(r), hm = huge_mapped(r);
 		/* hugetlb: its page size; THP/shmem map huge pages at PMD size */
 		uint64_t page = r->kernel_page_size > 4096 ? r->kernel_page_size :
@@ -464,11 +465,12 @@ int cmd_stat(int argc, char **argv)
 							     r->kernel_page_size;
 
 		nodes_str(r, nodes, sizeof(nodes));
-		printf("%-16s %-7s %9s %9s %9s %5.1f%% %7s  %-14s %s%s%s\n", r->name, backend_of(r),
+		printf("%-16s %-7s %9s %9s %9s %5.1f%% %7s  %-14s %s%s%s\n",
+		       esc_text(r->name, ename, sizeof(ename)), backend_of(r),
 		       fmt_size_arg(r->size, a, sizeof(a)), fmt_size_arg(res, b, sizeof(b)),
 		       fmt_size_arg(hm, d, sizeof(d)), res ? 100.0 * (double)hm / (double)res : 0.0,
 		       fmt_size_arg(page, e, sizeof(e)), nodes,
-		       r->kind == K_ANON ? "anonymous" : r->path,
+		       r->kind == K_ANON ? "anonymous" : esc_text(r->path, epath, sizeof(epath)),
 		       r->fstype[0] && r->kind == K_FILE ? " on " : "",
 		       r->kind == K_FILE ? r->fstype : "");
 	}

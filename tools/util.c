@@ -289,6 +289,31 @@ unsigned numa_nodes(int *nodes, unsigned max)
 	return n;
 }
 
+const char *esc_text(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	if (!len)
+		return buf;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		char e[8];
+		size_t n;
+
+		if (*p == '\\')
+			n = (size_t)snprintf(e, sizeof(e), "\\\\");
+		else if (*p >= 0x20 && *p < 0x7f)
+			n = (size_t)snprintf(e, sizeof(e), "%c", *p);
+		else
+			n = (size_t)snprintf(e, sizeof(e), "\\x%02x", *p);
+		if (o + n >= len)
+			break;
+		memcpy(buf + o, e, n);
+		o += n;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
 /* ---- JSON ---- */
 
 void jw_init(struct jw *w, FILE *f)
@@ -340,6 +365,11 @@ static void jw_string(FILE *f, const char *s)
 			p++;
 		} else if (*p < 0x20 || *p == 0x7f) {
 			fprintf(f, "\\u%04x", *p++);
+		} else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0) {
+			/* C1 controls (U+0080-U+009F, e.g. CSI): valid JSON raw,
+			 * but a terminal showing the JSON would act on them */
+			fprintf(f, "\\u%04x", p[1]);
+			p += 2;
 		} else if ((n = utf8_len(p)) > 0) {
 			fwrite(p, 1, (size_t)n, f);
 			p += n;

@@ -595,7 +595,7 @@ static int bench_mounts(void)
 	}
 	/* hpregion's test suites change THP modes and hugetlb pools under an
 	 * exclusive lock on this file: share it, so none does mid-benchmark */
-	int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 	if (lk >= 0)
 		flock(lk, LOCK_SH); /* held until exit */

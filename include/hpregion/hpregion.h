@@ -82,7 +82,9 @@ struct hpr_config {
 	enum hpr_backend backend;
 	size_t page_size;	 /* 0: default huge page size of the backend */
 	const char *path;	 /* dir on tmpfs huge= or hugetlbfs; NULL: memfd */
-	const char *name;	 /* label: file/memfd name, VMA name, stats */
+	const char *name;	 /* label: file/memfd name, VMA name, stats;
+				    1-40 printable ASCII bytes, one file
+				    name component (see hpr_create) */
 	unsigned flags;		 /* HPR_F_* */
 	enum hpr_numa_policy numa_policy;
 	const char *numa_nodes;	 /* "0", "0-1", "0,2", "all"; NULL: all */
@@ -107,12 +109,17 @@ static inline void hpr_config_init(struct hpr_config *cfg)
  * Create a region. On success *out holds the region and 0 is returned.
  * Errors: -EINVAL (bad config: size 0 or overflowing, unknown backend, flag
  * or policy, page size not offered, path not on tmpfs/hugetlbfs, bad
- * nodestring), -ENOENT (path missing), -ENOTDIR, -EACCES, -ENOMEM (hugetlb
+ * nodestring, a name that is not 1-40 bytes of printable ASCII without
+ * spaces, '/', \ ` $ [ ] or is "." or ".."), -ENOENT (path missing),
+ * -ENOTDIR, -EACCES, -ENOMEM (hugetlb
  * pool or memory too small), -ENOSPC (mount's size= too small),
  * -EOPNOTSUPP (huge pages can't be had this way and no HPR_F_FALLBACK),
  * -E2BIG (config fields unknown to this library are set), or an error of
  * the prefault when HPR_F_PREFAULT is set. After a failure nothing is left
  * mapped, no file is left behind and hugetlb reservations are returned.
+ * The backing file on path is created (O_EXCL, O_NOFOLLOW) relative to the
+ * directory that was opened and checked, so a path component swapped
+ * for a symlink meanwhile cannot move it off that mount.
  */
 HPR_API int hpr_create(const struct hpr_config *cfg, hpr_region **out);
 
