@@ -103,29 +103,43 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	return 0;
 }
 
-/* Reserve size+align of address space, trim to an aligned window, and map
- * there. Nothing is wasted: head and tail of the reservation are unmapped. */
+/* One inaccessible base page on each side of every region. Without them
+ * the aligned mapping leaves gaps next to the region, and an application
+ * mapping with the same flags placed there (its own MADV_HUGEPAGE memory)
+ * merged into the region's VMA: smaps, hpr_stats before Linux 6.7, hpr
+ * stat and collapse's smaps fallback then counted its memory as the
+ * region's. A PROT_NONE anonymous VMA merges with neither side (its
+ * protection differs from the region's, and a neighbour that merges
+ * with it stays outside the region). Anon VMA names would do the same,
+ * but only where CONFIG_ANON_VMA_NAME is set. */
+#define GUARD 4096UL
+
+/* Reserve size+align+guards of address space, map the region at an
+ * aligned address inside it and keep one PROT_NONE page either side; the
+ * rest of the reservation is unmapped. */
 static int map_aligned(hpr_region *r, int flags, int fd)
 {
 	void *res = NULL, *got = NULL;
-	uintptr_t a;
-	size_t span = r->size + r->page_size;
+	uintptr_t a, end;
+	size_t span = r->size + r->page_size + GUARD;
 	int rc;
 
-	rc = hpr__os->mmap(NULL, span, PROT_NONE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &res);
+	/* PROT_NONE, not writable: no commit charge, and no MAP_NORESERVE so
+	 * the guards differ from a region page made PROT_NONE by guard mode */
+	rc = hpr__os->mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &res);
 	if (rc)
 		return hpr__fail(rc, "cannot reserve %zu bytes of address space: %s",
 				 span, strerror(-rc));
-	a = ((uintptr_t)res + r->page_size - 1) & ~(uintptr_t)(r->page_size - 1);
-	if (a > (uintptr_t)res)
-		hpr__os->munmap(res, a - (uintptr_t)res);
-	if ((uintptr_t)res + span > a + r->size)
-		hpr__os->munmap((void *)(a + r->size), (uintptr_t)res + span - (a + r->size));
+	a = ((uintptr_t)res + GUARD + r->page_size - 1) & ~(uintptr_t)(r->page_size - 1);
+	end = (uintptr_t)res + span;
+	if (a - GUARD > (uintptr_t)res)
+		hpr__os->munmap(res, a - GUARD - (uintptr_t)res);
+	if (end > a + r->size + GUARD)
+		hpr__os->munmap((void *)(a + r->size + GUARD), end - (a + r->size + GUARD));
 	rc = hpr__os->mmap((void *)a, r->size, PROT_READ | PROT_WRITE, flags | MAP_FIXED,
 			   fd, 0, &got);
 	if (rc) {
-		hpr__os->munmap((void *)a, r->size);
+		hpr__os->munmap((void *)(a - GUARD), r->size + 2 * GUARD);
 		return rc;
 	}
 	r->base = got;
@@ -684,8 +698,8 @@ int hpr__backend_destroy(hpr_region *r)
 {
 	int rc = 0;
 
-	if (r->base)
-		rc = hpr__os->munmap(r->base, r->size);
+	if (r->base) /* the region and its guard pages */
+		rc = hpr__os->munmap(r->base - GUARD, r->size + 2 * GUARD);
 	r->base = NULL;
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);

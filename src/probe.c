@@ -210,8 +210,7 @@ static void probe_features(struct hpr_probe_info *in)
 		int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 
 		if (fd >= 0) {
-			unsigned long req = (3UL << 30) | ('f' << 8) | 16 | (96UL << 16);
-			int rc = ioctl(fd, req, NULL);
+			int rc = ioctl(fd, HPR__PAGEMAP_SCAN, NULL);
 
 			in->have_pagemap_scan = rc < 0 && errno != ENOTTY;
 			close(fd);

@@ -182,9 +182,8 @@ HPR_API int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapse
 
 struct hpr_stats {
 	size_t size;		/* bytes mapped */
-	size_t resident;	/* kernel: Rss + hugetlb of the region's VMAs */
-	size_t huge_mapped;	/* kernel: AnonHugePages/ShmemPmdMapped/
-				   FilePmdMapped, Shared/Private_Hugetlb */
+	size_t resident;	/* kernel: bytes of the region mapped */
+	size_t huge_mapped;	/* kernel: of those, PMD- or hugetlb-mapped */
 	size_t lazy;		/* THP: kernel LazyFree; shmem/hugetlb: released
 				   and not yet reclaimed (table) */
 	enum hpr_backend backend;
@@ -204,8 +203,12 @@ struct hpr_stats {
 #define HPR_IO_URING 1
 #define HPR_IO_PREADWRITE 2
 
-/* Fill *st from the kernel (smaps of the region's VMAs) and the library's
- * counters. Per-node residency costs a move_pages() query per huge page. */
+/* Fill *st from the kernel and the library's counters. resident and
+ * huge_mapped cover exactly the region's range: PAGEMAP_SCAN (Linux 6.7),
+ * before that smaps of the region's VMAs, which nothing else can merge
+ * into (a 4 KiB PROT_NONE guard page on each side of every region).
+ * Per-node residency costs a move_pages() query per huge page. Errors:
+ * -EINVAL (NULL argument), or the errno of reading /proc/self/smaps. */
 HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
 
 /*
