@@ -51,8 +51,7 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 {
 	struct statfs sf;
 	struct stat st;
-	static char mi[1 << 16];
-	static pthread_mutex_t mi_mu = PTHREAD_MUTEX_INITIALIZER;
+	char *mi = NULL;
 	struct hpr__mount mnt;
 	char real[4096];
 	ssize_t got;
@@ -85,8 +84,9 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	m->huge = HPR_SHMEM_NEVER;
 	if (!realpath(dir, real))
 		snprintf(real, sizeof(real), "%s", dir);
-	pthread_mutex_lock(&mi_mu);
-	got = hpr__os->read_file("/proc/self/mountinfo", mi, sizeof(mi));
+	/* any length: with a few hundred mounts (Kubernetes nodes, snaps) it
+	 * is past 64 KiB, and a mount past a fixed buffer read as huge=never */
+	got = hpr__os->read_all("/proc/self/mountinfo", &mi);
 	if (got > 0 && !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev),
 					    minor(st.st_dev), real, &mnt)) {
 		char v[32];
@@ -99,7 +99,7 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 		}
 		snprintf(m->mnt_point, sizeof(m->mnt_point), "%s", mnt.mnt_point);
 	}
-	pthread_mutex_unlock(&mi_mu);
+	free(mi);
 	return 0;
 }
 

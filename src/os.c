@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -141,6 +142,52 @@ static ssize_t os_read_file(const char *path, char *buf, size_t len)
 	return (ssize_t)got;
 }
 
+static ssize_t os_read_all(const char *path, char **out)
+{
+	size_t cap = 1 << 14, got = 0;
+	char *buf;
+	int fd;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	for (;;) {
+		ssize_t n;
+
+		if (buf && got + 1 == cap) {
+			char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+
+			if (!nb)
+				free(buf);
+			buf = nb;
+			cap *= 2;
+		}
+		if (!buf) {
+			close(fd);
+			return -ENOMEM;
+		}
+		n = read(fd, buf + got, cap - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			free(buf);
+			close(fd);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	return (ssize_t)got;
+}
+
 static int os_mbind(void *addr, size_t len, int mode, const unsigned long *mask,
 		    unsigned long maxnode, unsigned flags)
 {
@@ -166,6 +213,7 @@ const struct hpr_os_ops hpr__os_real = {
 	.statfs = os_statfs,
 	.stat_dev_ino = os_stat_dev_ino,
 	.read_file = os_read_file,
+	.read_all = os_read_all,
 	.mbind = os_mbind,
 	.touch = hpr__os_touch,
 };

@@ -64,6 +64,10 @@ struct hpr_os_ops {
 	int (*stat_dev_ino)(const char *path, int fd, uint64_t *dev, uint64_t *ino);
 	/* read a small text file (sysfs, procfs) into buf, NUL-terminated */
 	ssize_t (*read_file)(const char *path, char *buf, size_t len);
+	/* read a whole procfs file of any length (mountinfo, cgroup) into
+	 * *out, malloc'd and NUL-terminated (the caller frees it); returns
+	 * its length. A fixed buffer cut mountinfo at 64 KiB. */
+	ssize_t (*read_all)(const char *path, char **out);
 	/* mbind(2); mode is MPOL_*, mask has maxnode bits */
 	int (*mbind)(void *addr, size_t len, int mode, const unsigned long *mask,
 		     unsigned long maxnode, unsigned flags);

@@ -337,8 +337,8 @@ int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 static int open_pressure(char *path, size_t len)
 {
 	static const char *const roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
-	char buf[4096];
-	ssize_t got = hpr__os->read_file("/proc/self/cgroup", buf, sizeof(buf));
+	char *buf = NULL;
+	ssize_t got = hpr__os->read_all("/proc/self/cgroup", &buf);
 
 	if (got > 0) {
 		for (char *line = buf; line && *line;) {
@@ -353,13 +353,16 @@ static int open_pressure(char *path, size_t len)
 					snprintf(path, len, "%s%s/memory.pressure", roots[i],
 						 line + 3);
 					fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-					if (fd >= 0)
+					if (fd >= 0) {
+						free(buf);
 						return fd;
+					}
 				}
 			}
 			line = nl ? nl + 1 : NULL;
 		}
 	}
+	free(buf);
 	snprintf(path, len, "/proc/pressure/memory");
 	return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 }
