@@ -429,12 +429,9 @@ static int finish_page(hpr_region *r, size_t idx, uint8_t prev)
 
 	/* guard mode: released pages are PROT_NONE, and stay so after a
 	 * reclaim made them ABSENT again */
-	if (r->flags & HPR_F_GUARD) {
-		rc = hpr__os->mprotect(r->base + hpr__page_off(r, idx), r->page_size,
-				       PROT_READ | PROT_WRITE);
-		if (rc)
-			rc = hpr__fail(rc, "guard: mprotect failed: %s", strerror(-rc));
-	}
+	if (r->flags & HPR_F_GUARD)
+		rc = hpr__guard_protect(r, hpr__page_off(r, idx), r->page_size,
+					PROT_READ | PROT_WRITE);
 	if (!rc && !(prev == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP))
 		rc = hpr__populate_page(r, idx);
 	publish_page(r, idx, prev, rc);

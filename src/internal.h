@@ -171,6 +171,11 @@ void hpr__release_destroy(hpr_region *r);
 int hpr__discard_page(hpr_region *r, size_t idx);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
 
+/* ---- guard.c ---- */
+/* Guard mode's mprotect of [off, off+len); a failure is recorded with
+ * what it means (vm.max_map_count reached: what to raise). */
+int hpr__guard_protect(hpr_region *r, size_t off, size_t len, int prot);
+
 /* ---- stats.c ---- */
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);
 

@@ -85,6 +85,10 @@ extern const struct hpr_os_ops hpr__os_real;
  * against calls in flight. */
 void hpr__os_set(const struct hpr_os_ops *ops);
 
+/* Mappings this process holds (lines of /proc/self/maps, read in
+ * chunks: no allocation, so it works at vm.max_map_count), or -errno. */
+long hpr__os_map_count(void);
+
 /* Guarded touch loop with a chained SIGBUS handler (os_touch.c). */
 int hpr__os_touch(void *addr, size_t len, size_t step);
 

@@ -139,9 +139,13 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 	char *p = r->base + hpr__page_off(r, a);
 	size_t len = (b - a) << r->page_shift;
 	int rc = 0;
+	bool guard_failed = false;
 
-	if (r->flags & HPR_F_GUARD)
-		rc = hpr__os->mprotect(p, len, PROT_NONE);
+	if (r->flags & HPR_F_GUARD) {
+		/* its message says what happened (vm.max_map_count) */
+		rc = hpr__guard_protect(r, hpr__page_off(r, a), len, PROT_NONE);
+		guard_failed = rc != 0;
+	}
 	if (!rc && r->backend == HPR_BACKEND_THP) {
 		rc = hpr__os->madvise(p, len, MADV_FREE);
 		if (rc && (r->flags & HPR_F_GUARD))
@@ -156,10 +160,10 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 		atomic_fetch_add(&r->lazy_pages, 1);
 		set_state(r, i, HPR_PS_LAZY);
 	}
-	if (rc)
+	if (rc && !guard_failed)
 		return hpr__fail(rc, "region '%s': releasing [%#zx, +%#zx) failed: %s",
 				 r->name, hpr__page_off(r, a), len, strerror(-rc));
-	return 0;
+	return rc;
 }
 
 int hpr_release_lazy(hpr_region *r, size_t off, size_t len)

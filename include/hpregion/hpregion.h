@@ -137,8 +137,10 @@ HPR_API const char *hpr_backend_name(enum hpr_backend b);
  * Errors: -EINVAL (range outside the region), -ENOMEM (hugetlb pool, cgroup
  * or memory exhausted), -ENOSPC (the mount's size= is full), -EHWPOISON,
  * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed),
- * -ECANCELED (not used by fault-in). hpr_fault_error() gives the first
- * failing offset.
+ * -ECANCELED (not used by fault-in). -ENOMEM also when HPR_F_GUARD cannot
+ * unprotect a released page because the process is at vm.max_map_count
+ * (hpr_strerror() says which). hpr_fault_error() gives the first failing
+ * offset.
  */
 HPR_API int hpr_fault_in(hpr_region *r, size_t off, size_t len);
 
@@ -165,7 +167,8 @@ HPR_API int hpr_fault_error(const hpr_region *r, size_t *off);
  * from elsewhere. THP: MADV_FREE. shmem/hugetlb: a state change only;
  * hpr_reclaim(), the lazy budget or PSI pressure punch holes later.
  * Errors: -EINVAL (range), -EPERM (region is mlocked: MADV_FREE would be a
- * no-op; unlock with HPR_F_LOCK off).
+ * no-op; unlock with HPR_F_LOCK off), -ENOMEM (HPR_F_GUARD: the process is
+ * at vm.max_map_count; the pages stay unreleased and intact).
  */
 HPR_API int hpr_release_lazy(hpr_region *r, size_t off, size_t len);
 /* Discard up to max_bytes (0: all) of lazily released memory now. */
