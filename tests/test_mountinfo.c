@@ -67,12 +67,14 @@ static void mountinfo_offset(const char *dir, size_t *off, size_t *total)
 	ck_assert_msg(found, "%s not in mountinfo", dir);
 }
 
+static char mi_base[] = "/tmp/hpr-mi-XXXXXX";
+
 /* A private mount namespace for this test's process, NMOUNTS small
  * tmpfs mounts, then a tmpfs with opts; returns its directory. */
 static const char *many_mounts_then(const char *opts)
 {
-	static char base[] = "/tmp/hpr-mi-XXXXXX";
 	static char dir[300];
+	char *base = mi_base;
 	size_t off, total;
 
 	if (unshare(CLONE_NEWNS))
@@ -132,6 +134,9 @@ START_TEST(huge_always_past_64k)
 	ck_assert_msg(k.shmem_pmd == REGION, "smaps: %zu of %lu bytes huge-mapped", k.shmem_pmd,
 		      (unsigned long)REGION);
 	hpr_destroy(r);
+	/* the mounts go with this namespace; the directory would stay */
+	ck_assert_int_eq(umount2(mi_base, MNT_DETACH), 0);
+	ck_assert_int_eq(rmdir(mi_base), 0);
 }
 END_TEST
 
