@@ -59,8 +59,7 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 {
 	struct statfs sf;
 	struct stat st;
-	static char mi[1 << 16];
-	static pthread_mutex_t mi_mu = PTHREAD_MUTEX_INITIALIZER;
+	char *mi = NULL;
 	struct hpr__mount mnt;
 	char real[4096], self[64];
 	ssize_t got;
@@ -108,10 +107,11 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", m->dirfd);
 	if (!realpath(self, real) && !realpath(dir, real))
 		snprintf(real, sizeof(real), "%s", dir);
-	pthread_mutex_lock(&mi_mu);
-	got = hpr__os->read_file("/proc/self/mountinfo", mi, sizeof(mi));
-	if (got > 0 &&
-	    !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev), minor(st.st_dev), real, &mnt)) {
+	/* any length: with a few hundred mounts (Kubernetes nodes, snaps) it
+	 * is past 64 KiB, and a mount past a fixed buffer read as huge=never */
+	got = hpr__os->read_all("/proc/self/mountinfo", &mi);
+	if (got > 0 && !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev),
+					    minor(st.st_dev), real, &mnt)) {
 		char v[32];
 
 		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1) {
@@ -122,7 +122,7 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 		}
 		snprintf(m->mnt_point, sizeof(m->mnt_point), "%s", mnt.mnt_point);
 	}
-	pthread_mutex_unlock(&mi_mu);
+	free(mi);
 	return 0;
 }
 
@@ -133,29 +133,43 @@ void hpr__mount_release(struct hpr__mountcheck *m)
 	m->dirfd = -1;
 }
 
-/* Reserve size+align of address space, trim to an aligned window, and map
- * there. Nothing is wasted: head and tail of the reservation are unmapped. */
+/* One inaccessible base page on each side of every region. Without them
+ * the aligned mapping leaves gaps next to the region, and an application
+ * mapping with the same flags placed there (its own MADV_HUGEPAGE memory)
+ * merged into the region's VMA: smaps, hpr_stats before Linux 6.7, hpr
+ * stat and collapse's smaps fallback then counted its memory as the
+ * region's. A PROT_NONE anonymous VMA merges with neither side (its
+ * protection differs from the region's, and a neighbour that merges
+ * with it stays outside the region). Anon VMA names would do the same,
+ * but only where CONFIG_ANON_VMA_NAME is set. */
+#define GUARD 4096UL
+
+/* Reserve size+align+guards of address space, map the region at an
+ * aligned address inside it and keep one PROT_NONE page either side; the
+ * rest of the reservation is unmapped. */
 static int map_aligned(hpr_region *r, int flags, int fd)
 {
 	void *res = NULL, *got = NULL;
-	uintptr_t a;
-	size_t span = r->size + r->page_size;
+	uintptr_t a, end;
+	size_t span = r->size + r->page_size + GUARD;
 	int rc;
 
-	rc = hpr__os->mmap(NULL, span, PROT_NONE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &res);
+	/* PROT_NONE, not writable: no commit charge, and no MAP_NORESERVE so
+	 * the guards differ from a region page made PROT_NONE by guard mode */
+	rc = hpr__os->mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &res);
 	if (rc)
 		return hpr__fail(rc, "cannot reserve %zu bytes of address space: %s",
 				 span, strerror(-rc));
-	a = ((uintptr_t)res + r->page_size - 1) & ~(uintptr_t)(r->page_size - 1);
-	if (a > (uintptr_t)res)
-		hpr__os->munmap(res, a - (uintptr_t)res);
-	if ((uintptr_t)res + span > a + r->size)
-		hpr__os->munmap((void *)(a + r->size), (uintptr_t)res + span - (a + r->size));
+	a = ((uintptr_t)res + GUARD + r->page_size - 1) & ~(uintptr_t)(r->page_size - 1);
+	end = (uintptr_t)res + span;
+	if (a - GUARD > (uintptr_t)res)
+		hpr__os->munmap(res, a - GUARD - (uintptr_t)res);
+	if (end > a + r->size + GUARD)
+		hpr__os->munmap((void *)(a + r->size + GUARD), end - (a + r->size + GUARD));
 	rc = hpr__os->mmap((void *)a, r->size, PROT_READ | PROT_WRITE, flags | MAP_FIXED,
 			   fd, 0, &got);
 	if (rc) {
-		hpr__os->munmap((void *)a, r->size);
+		hpr__os->munmap((void *)(a - GUARD), r->size + 2 * GUARD);
 		return rc;
 	}
 	r->base = got;
@@ -715,8 +729,8 @@ int hpr__backend_destroy(hpr_region *r)
 {
 	int rc = 0;
 
-	if (r->base)
-		rc = hpr__os->munmap(r->base, r->size);
+	if (r->base) /* the region and its guard pages */
+		rc = hpr__os->munmap(r->base - GUARD, r->size + 2 * GUARD);
 	r->base = NULL;
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);

@@ -87,16 +87,6 @@ void hpr__fault_set_global_lock(bool on)
 }
 
 /* ---- PAGEMAP_SCAN (Linux 6.7, fs/proc/task_mmu.c) ---- */
-struct hpr_page_region {
-	uint64_t start, end, categories;
-};
-struct hpr_pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages,
-		category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#define HPR_PAGEMAP_SCAN _IOWR('f', 16, struct hpr_pm_scan_arg)
-#define HPR_PAGE_IS_HUGE (1ULL << 6)
-
 static int pagemap_fd = -1;
 static pthread_once_t pagemap_once = PTHREAD_ONCE_INIT;
 
@@ -106,37 +96,53 @@ static void pagemap_open(void)
 		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 }
 
-int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
+int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge)
 {
-	struct hpr_page_region vec[16];
-	struct hpr_pm_scan_arg a;
-	uint64_t huge = 0;
-	uint64_t start = (uintptr_t)addr, end = start + len;
+	struct hpr__page_region vec[16];
+	struct hpr__pm_scan_arg a;
+	uint64_t start = lo;
 
-	(void)r;
+	*present = *huge = 0;
 	pthread_once(&pagemap_once, pagemap_open);
 	if (pagemap_fd < 0)
 		return -EOPNOTSUPP;
-	while (start < end) {
+	while (start < hi) {
 		long n;
 
 		memset(&a, 0, sizeof(a));
 		a.size = sizeof(a);
 		a.start = start;
-		a.end = end;
+		a.end = hi;
 		a.vec = (uintptr_t)vec;
 		a.vec_len = 16;
-		a.category_mask = HPR_PAGE_IS_HUGE;
-		a.return_mask = HPR_PAGE_IS_HUGE;
-		n = ioctl(pagemap_fd, HPR_PAGEMAP_SCAN, &a);
+		/* present and not the zero page (smaps' Rss leaves it out) */
+		a.category_mask = HPR__PAGE_IS_PRESENT | HPR__PAGE_IS_PFNZERO;
+		a.category_inverted = HPR__PAGE_IS_PFNZERO;
+		a.return_mask = HPR__PAGE_IS_HUGE;
+		n = ioctl(pagemap_fd, HPR__PAGEMAP_SCAN, &a);
 		if (n < 0)
 			return -errno;
-		for (long i = 0; i < n; i++)
-			huge += vec[i].end - vec[i].start;
+		for (long i = 0; i < n; i++) {
+			*present += vec[i].end - vec[i].start;
+			if (vec[i].categories & HPR__PAGE_IS_HUGE)
+				*huge += vec[i].end - vec[i].start;
+		}
 		if (a.walk_end <= start)
 			break;
 		start = a.walk_end;
 	}
+	return 0;
+}
+
+int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
+{
+	uint64_t present, huge;
+	int rc;
+
+	(void)r;
+	rc = hpr__pagemap_count((uintptr_t)addr, (uintptr_t)addr + len, &present, &huge);
+	if (rc)
+		return rc;
 	return huge >= len ? 1 : 0;
 }
 
@@ -423,12 +429,9 @@ static int finish_page(hpr_region *r, size_t idx, uint8_t prev)
 
 	/* guard mode: released pages are PROT_NONE, and stay so after a
 	 * reclaim made them ABSENT again */
-	if (r->flags & HPR_F_GUARD) {
-		rc = hpr__os->mprotect(r->base + hpr__page_off(r, idx), r->page_size,
-				       PROT_READ | PROT_WRITE);
-		if (rc)
-			rc = hpr__fail(rc, "guard: mprotect failed: %s", strerror(-rc));
-	}
+	if (r->flags & HPR_F_GUARD)
+		rc = hpr__guard_protect(r, hpr__page_off(r, idx), r->page_size,
+					PROT_READ | PROT_WRITE);
 	if (!rc && !(prev == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP))
 		rc = hpr__populate_page(r, idx);
 	publish_page(r, idx, prev, rc);

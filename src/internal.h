@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 
 #define HPR_CACHELINE 64
 #define HPR_NODE_WORDS (HPR_MAX_NODES / (8 * sizeof(unsigned long)))
@@ -146,6 +147,22 @@ void hpr__fault_set_global_lock(bool on);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
+/* PAGEMAP_SCAN (Linux 6.7, uapi linux/fs.h): the one definition. */
+struct hpr__page_region {
+	uint64_t start, end, categories;
+};
+struct hpr__pm_scan_arg {
+	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted,
+		category_mask, category_anyof_mask, return_mask;
+};
+#define HPR__PAGEMAP_SCAN _IOWR('f', 16, struct hpr__pm_scan_arg)
+#define HPR__PAGE_IS_PRESENT (1ULL << 3)
+#define HPR__PAGE_IS_PFNZERO (1ULL << 5)
+#define HPR__PAGE_IS_HUGE (1ULL << 6)
+/* Bytes of [lo, hi) mapped in this process (present, not the zero page)
+ * and, of those, PMD-mapped or hugetlb, counted over exactly that range
+ * whatever VMAs it shares. -EOPNOTSUPP without PAGEMAP_SCAN. */
+int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge);
 
 /* ---- release.c ---- */
 int hpr__release_init(hpr_region *r);
@@ -153,6 +170,11 @@ void hpr__release_destroy(hpr_region *r);
 /* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE). */
 int hpr__discard_page(hpr_region *r, size_t idx);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
+
+/* ---- guard.c ---- */
+/* Guard mode's mprotect of [off, off+len); a failure is recorded with
+ * what it means (vm.max_map_count reached: what to raise). */
+int hpr__guard_protect(hpr_region *r, size_t off, size_t len, int prot);
 
 /* ---- stats.c ---- */
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -116,9 +117,28 @@ static int os_stat_dev_ino(const char *path, int fd, uint64_t *dev,
 	return 0;
 }
 
-static ssize_t os_read_file(const char *path, char *buf, size_t len)
+/* Read fd until EOF or len bytes (retrying EINTR); bytes read or -errno. */
+static ssize_t read_fully(int fd, char *buf, size_t len)
 {
 	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+static ssize_t os_read_file(const char *path, char *buf, size_t len)
+{
+	ssize_t got;
 	int fd;
 
 	if (!len)
@@ -126,23 +146,46 @@ static ssize_t os_read_file(const char *path, char *buf, size_t len)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	while (got < len - 1) {
-		ssize_t n = read(fd, buf + got, len - 1 - got);
+	got = read_fully(fd, buf, len - 1);
+	close(fd);
+	if (got >= 0)
+		buf[got] = '\0';
+	return got;
+}
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
+static ssize_t os_read_all(const char *path, char **out)
+{
+	size_t cap = 0, got = 0;
+	char *buf = NULL;
+	int fd;
 
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	do { /* until a read leaves room: the end of the file */
+		size_t ncap = cap ? 2 * cap : 1 << 14;
+		char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
+		ssize_t n;
+
+		if (!nb) {
+			free(buf);
 			close(fd);
-			return -e;
+			return -ENOMEM;
 		}
-		if (n == 0)
-			break;
+		buf = nb;
+		cap = ncap;
+		n = read_fully(fd, buf + got, cap - 1 - got);
+		if (n < 0) {
+			free(buf);
+			close(fd);
+			return n;
+		}
 		got += (size_t)n;
-	}
+	} while (got == cap - 1);
 	close(fd);
 	buf[got] = '\0';
+	*out = buf;
 	return (ssize_t)got;
 }
 
@@ -152,6 +195,22 @@ static int os_mbind(void *addr, size_t len, int mode, const unsigned long *mask,
 	long rc = syscall(SYS_mbind, addr, len, mode, mask, maxnode, flags);
 
 	return rc ? -errno : 0;
+}
+
+long hpr__os_map_count(void)
+{
+	char buf[4096];
+	long lines = 0;
+	ssize_t n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	while ((n = read_fully(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			lines += buf[i] == '\n';
+	close(fd);
+	return n < 0 ? (long)n : lines;
 }
 
 const struct hpr_os_ops hpr__os_real = {
@@ -172,6 +231,7 @@ const struct hpr_os_ops hpr__os_real = {
 	.fstatfs = os_fstatfs,
 	.stat_dev_ino = os_stat_dev_ino,
 	.read_file = os_read_file,
+	.read_all = os_read_all,
 	.mbind = os_mbind,
 	.touch = hpr__os_touch,
 };

@@ -67,6 +67,10 @@ struct hpr_os_ops {
 	int (*stat_dev_ino)(const char *path, int fd, uint64_t *dev, uint64_t *ino);
 	/* read a small text file (sysfs, procfs) into buf, NUL-terminated */
 	ssize_t (*read_file)(const char *path, char *buf, size_t len);
+	/* read a whole procfs file of any length (mountinfo, cgroup) into
+	 * *out, malloc'd and NUL-terminated (the caller frees it); returns
+	 * its length. A fixed buffer cut mountinfo at 64 KiB. */
+	ssize_t (*read_all)(const char *path, char **out);
 	/* mbind(2); mode is MPOL_*, mask has maxnode bits */
 	int (*mbind)(void *addr, size_t len, int mode, const unsigned long *mask,
 		     unsigned long maxnode, unsigned flags);
@@ -83,6 +87,10 @@ extern const struct hpr_os_ops hpr__os_real;
 /* Replace the hooks (tests); NULL restores the real ones. Not thread-safe
  * against calls in flight. */
 void hpr__os_set(const struct hpr_os_ops *ops);
+
+/* Mappings this process holds (lines of /proc/self/maps, read in
+ * chunks: no allocation, so it works at vm.max_map_count), or -errno. */
+long hpr__os_map_count(void);
 
 /* Guarded touch loop with a chained SIGBUS handler (os_touch.c). */
 int hpr__os_touch(void *addr, size_t len, size_t step);

@@ -104,12 +104,14 @@ int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
  * the v2 unified hierarchy when it has hugetlb.* files). */
 static void find_hugetlb_cgroup(struct hpr__caps *c)
 {
-	char buf[4096];
-	ssize_t got = hpr__os->read_file("/proc/self/cgroup", buf, sizeof(buf));
+	char *buf = NULL;
+	ssize_t got = hpr__os->read_all("/proc/self/cgroup", &buf);
 	char *save = NULL, *line;
 
-	if (got <= 0)
+	if (got <= 0) {
+		free(buf);
 		return;
+	}
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		/* "id:controllers:path" */
 		char *a = strchr(line, ':'), *b;
@@ -134,11 +136,13 @@ static void find_hugetlb_cgroup(struct hpr__caps *c)
 					snprintf(c->hugetlb_cg_dir,
 						 sizeof(c->hugetlb_cg_dir), "%s", dir);
 					c->hugetlb_cg_v2 = v2;
-					return;
+					goto out;
 				}
 			}
 		}
 	}
+out:
+	free(buf);
 }
 
 static const char *cg_size_name(size_t ps, char *buf, size_t len)
@@ -210,8 +214,7 @@ static void probe_features(struct hpr_probe_info *in)
 		int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 
 		if (fd >= 0) {
-			unsigned long req = (3UL << 30) | ('f' << 8) | 16 | (96UL << 16);
-			int rc = ioctl(fd, req, NULL);
+			int rc = ioctl(fd, HPR__PAGEMAP_SCAN, NULL);
 
 			in->have_pagemap_scan = rc < 0 && errno != ENOTTY;
 			close(fd);

@@ -139,9 +139,13 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 	char *p = r->base + hpr__page_off(r, a);
 	size_t len = (b - a) << r->page_shift;
 	int rc = 0;
+	bool guard_failed = false;
 
-	if (r->flags & HPR_F_GUARD)
-		rc = hpr__os->mprotect(p, len, PROT_NONE);
+	if (r->flags & HPR_F_GUARD) {
+		/* its message says what happened (vm.max_map_count) */
+		rc = hpr__guard_protect(r, hpr__page_off(r, a), len, PROT_NONE);
+		guard_failed = rc != 0;
+	}
 	if (!rc && r->backend == HPR_BACKEND_THP) {
 		rc = hpr__os->madvise(p, len, MADV_FREE);
 		if (rc && (r->flags & HPR_F_GUARD))
@@ -156,10 +160,10 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 		atomic_fetch_add(&r->lazy_pages, 1);
 		set_state(r, i, HPR_PS_LAZY);
 	}
-	if (rc)
+	if (rc && !guard_failed)
 		return hpr__fail(rc, "region '%s': releasing [%#zx, +%#zx) failed: %s",
 				 r->name, hpr__page_off(r, a), len, strerror(-rc));
-	return 0;
+	return rc;
 }
 
 int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
@@ -337,8 +341,8 @@ int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 static int open_pressure(char *path, size_t len)
 {
 	static const char *const roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
-	char buf[4096];
-	ssize_t got = hpr__os->read_file("/proc/self/cgroup", buf, sizeof(buf));
+	char *buf = NULL;
+	ssize_t got = hpr__os->read_all("/proc/self/cgroup", &buf);
 
 	if (got > 0) {
 		for (char *line = buf; line && *line;) {
@@ -353,13 +357,16 @@ static int open_pressure(char *path, size_t len)
 					snprintf(path, len, "%s%s/memory.pressure", roots[i],
 						 line + 3);
 					fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-					if (fd >= 0)
+					if (fd >= 0) {
+						free(buf);
 						return fd;
+					}
 				}
 			}
 			line = nl ? nl + 1 : NULL;
 		}
 	}
+	free(buf);
 	snprintf(path, len, "/proc/pressure/memory");
 	return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hpr_stats: the truth from the kernel (the region's VMAs in
- * /proc/self/smaps, per-node residency from move_pages) next to the
- * library's own counters.
+ * hpr_stats: the truth from the kernel next to the library's own
+ * counters. Resident and huge-mapped bytes are counted over the region's
+ * exact range with PAGEMAP_SCAN (Linux 6.7); before that from the
+ * region's VMAs in /proc/self/smaps, which hold nothing else because
+ * the guard pages around every region (backend.c) keep other mappings
+ * from merging into them. Per-node residency from move_pages.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -64,21 +67,36 @@ int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
 
 int hpr_stats(hpr_region *r, struct hpr_stats *st)
 {
+	uintptr_t lo, hi;
+	uint64_t present, huge;
 	struct hpr__smaps_sum s;
+	bool scanned;
 	int rc;
 
 	if (!r || !st)
 		return hpr__fail(-EINVAL, "hpr_stats: region or stats is NULL");
 	memset(st, 0, sizeof(*st));
-	rc = hpr__smaps_range((uintptr_t)r->base, (uintptr_t)r->base + r->size, &s);
-	if (rc)
-		return hpr__fail(rc, "hpr_stats: cannot read /proc/self/smaps: %s",
-				 strerror(-rc));
+	lo = (uintptr_t)r->base;
+	hi = lo + r->size;
+	scanned = hpr__pagemap_count(lo, hi, &present, &huge) == 0;
+	memset(&s, 0, sizeof(s));
+	/* smaps for LazyFree (THP), and everything before 6.7 */
+	if (!scanned || r->backend == HPR_BACKEND_THP) {
+		rc = hpr__smaps_range(lo, hi, &s);
+		if (rc)
+			return hpr__fail(rc, "hpr_stats: cannot read /proc/self/smaps: %s",
+					 strerror(-rc));
+	}
 	st->size = r->size;
 	st->backend = r->backend;
 	st->page_size = r->page_size;
-	st->resident = (size_t)(s.rss + s.hugetlb);
-	st->huge_mapped = (size_t)(s.anon_huge + s.shmem_pmd + s.file_pmd + s.hugetlb);
+	if (scanned) {
+		st->resident = (size_t)present;
+		st->huge_mapped = (size_t)huge;
+	} else {
+		st->resident = (size_t)(s.rss + s.hugetlb);
+		st->huge_mapped = (size_t)(s.anon_huge + s.shmem_pmd + s.file_pmd + s.hugetlb);
+	}
 	if (st->huge_mapped > st->resident)
 		st->resident = st->huge_mapped;
 	st->small_mapped = st->resident - st->huge_mapped;

@@ -597,20 +597,20 @@ END_TEST
  * The directory is swapped for a symlink after it was checked (a race an
  * unprivileged user who owns a parent directory can win): the backing file
  * must still be created in the directory that was checked. The fake
- * read_file hook does the swap when the check reads mountinfo, after the
+ * read_all hook does the swap when the check reads mountinfo, after the
  * directory was statfs'd.
  */
 static char swap_dir[512], swap_old[512], swap_target[512];
 static int swaps;
 
-static ssize_t swap_read_file(const char *path, char *buf, size_t len)
+static ssize_t swap_read_all(const char *path, char **out)
 {
 	if (!swaps && !strcmp(path, "/proc/self/mountinfo")) {
 		ck_assert_int_eq(rename(swap_dir, swap_old), 0);
 		ck_assert_int_eq(symlink(swap_target, swap_dir), 0);
 		swaps++;
 	}
-	return hpr__os_real.read_file(path, buf, len);
+	return hpr__os_real.read_all(path, out);
 }
 
 START_TEST(dir_swapped_after_check)
@@ -628,13 +628,13 @@ START_TEST(dir_swapped_after_check)
 	ck_assert_int_eq(mkdir(swap_dir, 0700), 0);
 	swaps = 0;
 	fake_os = hpr__os_real;
-	fake_os.read_file = swap_read_file;
+	fake_os.read_all = swap_read_all;
 	hpr__os_set(&fake_os);
 	cfg(&c, HPR_BACKEND_SHMEM, swap_dir);
 	c.flags = HPR_F_KEEP_FILE;
 	ck_assert_int_eq(hpr_create(&c, &r), 0);
 	hpr__os_set(NULL);
-	ck_assert_msg(swaps == 1, "the check did not read mountinfo through read_file: "
+	ck_assert_msg(swaps == 1, "the check did not read mountinfo through read_all: "
 				  "the swap did not happen, the test tests nothing");
 	snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", hpr_fd(r));
 	n = readlink(fdp, got, sizeof(got) - 1);

@@ -144,8 +144,10 @@ HPR_API const char *hpr_backend_name(enum hpr_backend b);
  * Errors: -EINVAL (range outside the region), -ENOMEM (hugetlb pool, cgroup
  * or memory exhausted), -ENOSPC (the mount's size= is full), -EHWPOISON,
  * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed),
- * -ECANCELED (not used by fault-in). hpr_fault_error() gives the first
- * failing offset.
+ * -ECANCELED (not used by fault-in). -ENOMEM also when HPR_F_GUARD cannot
+ * unprotect a released page because the process is at vm.max_map_count
+ * (hpr_strerror() says which). hpr_fault_error() gives the first failing
+ * offset.
  */
 HPR_API int hpr_fault_in(hpr_region *r, size_t off, size_t len);
 
@@ -172,7 +174,8 @@ HPR_API int hpr_fault_error(const hpr_region *r, size_t *off);
  * from elsewhere. THP: MADV_FREE. shmem/hugetlb: a state change only;
  * hpr_reclaim(), the lazy budget or PSI pressure punch holes later.
  * Errors: -EINVAL (range), -EPERM (region is mlocked: MADV_FREE would be a
- * no-op; unlock with HPR_F_LOCK off).
+ * no-op; unlock with HPR_F_LOCK off), -ENOMEM (HPR_F_GUARD: the process is
+ * at vm.max_map_count; the pages stay unreleased and intact).
  */
 HPR_API int hpr_release_lazy(hpr_region *r, size_t off, size_t len);
 /* Discard up to max_bytes (0: all) of lazily released memory now. */
@@ -189,9 +192,8 @@ HPR_API int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapse
 
 struct hpr_stats {
 	size_t size;		/* bytes mapped */
-	size_t resident;	/* kernel: Rss + hugetlb of the region's VMAs */
-	size_t huge_mapped;	/* kernel: AnonHugePages/ShmemPmdMapped/
-				   FilePmdMapped, Shared/Private_Hugetlb */
+	size_t resident;	/* kernel: bytes of the region mapped */
+	size_t huge_mapped;	/* kernel: of those, PMD- or hugetlb-mapped */
 	size_t lazy;		/* THP: kernel LazyFree; shmem/hugetlb: released
 				   and not yet reclaimed (table) */
 	enum hpr_backend backend;
@@ -211,8 +213,12 @@ struct hpr_stats {
 #define HPR_IO_URING 1
 #define HPR_IO_PREADWRITE 2
 
-/* Fill *st from the kernel (smaps of the region's VMAs) and the library's
- * counters. Per-node residency costs a move_pages() query per huge page. */
+/* Fill *st from the kernel and the library's counters. resident and
+ * huge_mapped cover exactly the region's range: PAGEMAP_SCAN (Linux 6.7),
+ * before that smaps of the region's VMAs, which nothing else can merge
+ * into (a 4 KiB PROT_NONE guard page on each side of every region).
+ * Per-node residency costs a move_pages() query per huge page. Errors:
+ * -EINVAL (NULL argument), or the errno of reading /proc/self/smaps. */
 HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
 
 /*
