@@ -374,6 +374,8 @@ static int page_io(struct snap_op *op, size_t idx)
 		while (c->inflight == SNAP_QD)
 			if (reap_one(op, c))
 				return atomic_load(&op->err);
+		if (atomic_load_explicit(&op->err, memory_order_relaxed))
+			break; /* a chunk failed: queue no more of this page */
 		for (unsigned k = 0; k < SNAP_QD && !io; k++)
 			if (!c->io[k].busy)
 				io = &c->io[k];
