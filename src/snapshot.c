@@ -7,13 +7,29 @@
  * (hpr__run), so checksumming, zero detection and population are spread
  * over the CPUs. Each thread that takes part owns one io_uring with up to
  * SNAP_QD chunk I/Os in flight across page boundaries; the caller drains
- * every ring after the job. A page's buffer is registered (pinned) with the
- * ring the first time that ring does I/O on it -- a sparse buffer table
- * updated per page rather than one io_uring_register_buffers() over the
- * whole mapping, because pinning the whole mapping would fault in every
- * page, and a loaded region must have exactly the saved pages resident.
- * Huge pages make each registration one folio. If registration fails
- * (RLIMIT_MEMLOCK for non-root, old kernel) the I/O is unregistered.
+ * every ring after the job, so no request is left in flight when the call
+ * returns.
+ *
+ * Region memory is never registered with a ring (no fixed buffers):
+ * nothing the library does to region memory may outlive the call that did
+ * it. A registered buffer is a long-term pin (FOLL_LONGTERM) that the ring
+ * owns, and io_uring_queue_exit() only closes the ring's fd; the kernel
+ * frees the ring and unpins later, from a workqueue (io_ring_exit_work;
+ * ~100 ms on 6.18). Until then a hugetlb page that hpr_reclaim punched out
+ * or hpr_destroy unmapped stayed out of the pool (issue 15: an exact pool
+ * gave -ENOMEM on the next fault-in while the snapshot fd was open, and a
+ * restarted process found its pool empty). An explicit
+ * io_uring_unregister_buffers() first is not enough either: since 6.13
+ * (io_uring/rsrc.c, per-request node references) a request holds its
+ * buffer's node until the request is freed, and one completed on io-wq
+ * posts its CQE in io_req_complete_post() and is freed afterwards by
+ * task_work (io_wq_free_work -> io_free_req), so the unpin can land after
+ * the call returns. Unregistered I/O pins nothing beyond the I/O itself:
+ * O_DIRECT pins pages in the block layer while the bio is in flight, and
+ * every ring is drained before the call returns; page-cache I/O copies
+ * and pins nothing. The price is one get_user_pages per O_DIRECT chunk (a
+ * single folio for a huge page) in place of the register call per page:
+ * no difference bench/snapshot can see (docs/snapshot.md).
  *
  * The data goes through an O_DIRECT descriptor reopened from
  * /proc/self/fd/N when the file system accepts it (ext4, xfs), else
@@ -50,7 +66,6 @@
 
 #define SNAP_QD 8		 /* chunk I/Os in flight per ring */
 #define SNAP_CHUNK hpr__snap_chunk /* bytes per I/O */
-#define SNAP_MAX_REG 16384u	 /* IORING_MAX_REG_BUFFERS */
 #define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
 
 size_t hpr__snap_chunk = 2UL << 20;
@@ -83,16 +98,14 @@ struct snap_io { /* one chunk in flight */
 	bool busy;
 	unsigned trk;
 	size_t idx, off, len; /* page, bytes into it, bytes left */
-	int buf;	      /* registered buffer slot or -1 */
 };
 
 struct snap_ctx {
 	struct io_uring ring;
-	bool has_ring, reg;
+	bool has_ring;
 	unsigned inflight;
 	struct snap_io io[SNAP_QD];
 	struct snap_trk trk[SNAP_QD];
-	size_t *reg_page; /* slot -> page registered there, or SIZE_MAX */
 };
 
 struct snap_op {
@@ -105,7 +118,6 @@ struct snap_op {
 	uint64_t data_off;
 	struct hpr__snap_ent *tab; /* host byte order */
 	uint8_t *pg;		   /* load: PG_* bits per page */
-	unsigned nreg;		   /* registered-buffer slots per ring */
 	struct snap_ctx *ctx;
 	unsigned nctx;
 	_Atomic unsigned nctx_used;
@@ -153,23 +165,15 @@ static void ctx_init(struct snap_op *op, struct snap_ctx *c)
 		return;
 	}
 	c->has_ring = true;
-	if (!op->nreg)
-		return;
-	c->reg_page = malloc(op->nreg * sizeof(*c->reg_page));
-	if (c->reg_page && io_uring_register_buffers_sparse(&c->ring, op->nreg) == 0) {
-		for (unsigned i = 0; i < op->nreg; i++)
-			c->reg_page[i] = SIZE_MAX;
-		c->reg = true;
-	}
 }
 
+/* After drain(): the ring has no request in flight and no buffer of ours,
+ * so its deferred teardown in the kernel holds nothing of the region. */
 static void ctx_fini(struct snap_ctx *c)
 {
 	if (c->has_ring)
-		io_uring_queue_exit(&c->ring); /* unregisters (unpins) too */
+		io_uring_queue_exit(&c->ring);
 	c->has_ring = false;
-	free(c->reg_page);
-	c->reg_page = NULL;
 }
 
 /* This thread's context for op; NULL means "do synchronous I/O". */
@@ -262,11 +266,7 @@ static int queue_io(struct snap_op *op, struct snap_ctx *c, struct snap_io *io)
 
 	if (!sqe) /* the SQ holds 2 * SNAP_QD and is flushed on every submit */
 		return op_fail(op, -EBUSY, "snapshot: io_uring submission queue full");
-	if (io->buf >= 0 && op->save)
-		io_uring_prep_write_fixed(sqe, op->fd, addr, len, fo, io->buf);
-	else if (io->buf >= 0)
-		io_uring_prep_read_fixed(sqe, op->fd, addr, len, fo, io->buf);
-	else if (op->save)
+	if (op->save)
 		io_uring_prep_write(sqe, op->fd, addr, len, fo);
 	else
 		io_uring_prep_read(sqe, op->fd, addr, len, fo);
@@ -305,9 +305,11 @@ static int reap_one(struct snap_op *op, struct snap_ctx *c)
 	io_uring_cqe_seen(&c->ring, cqe);
 	t = &c->trk[io->trk];
 
-	if (res == -EAGAIN || res == -EINTR)
-		return queue_io(op, c, io);
-	if (res > 0 && (size_t)res < io->len) {
+	if (res == -EAGAIN || res == -EINTR) {
+		if (queue_io(op, c, io) == 0)
+			return 0;
+		res = atomic_load(&op->err); /* ends this I/O; drain the rest */
+	} else if (res > 0 && (size_t)res < io->len) {
 		/* short transfer: queue the rest of this chunk */
 		io->off += (size_t)res;
 		io->len -= (size_t)res;
@@ -333,34 +335,13 @@ static int reap_one(struct snap_op *op, struct snap_ctx *c)
 	return 0;
 }
 
+/* Wait for every I/O in flight on c: none may outlive the call. */
 static int drain(struct snap_op *op, struct snap_ctx *c)
 {
 	while (c->has_ring && c->inflight)
 		if (reap_one(op, c))
-			break; /* the ring itself failed: nothing more will come */
+			break; /* io_uring_wait_cqe failed: nothing more will come */
 	return atomic_load(&op->err);
-}
-
-/* Register page idx in this ring's buffer table; -1 if unregistered. */
-static int reg_slot(struct snap_op *op, struct snap_ctx *c, size_t idx)
-{
-	hpr_region *r = op->r;
-	unsigned slot;
-	struct iovec iov;
-
-	if (!c->reg)
-		return -1;
-	slot = (unsigned)(idx % op->nreg);
-	if (c->reg_page[slot] == idx)
-		return (int)slot;
-	iov.iov_base = r->base + hpr__page_off(r, idx);
-	iov.iov_len = r->page_size;
-	if (io_uring_register_buffers_update_tag(&c->ring, slot, &iov, NULL, 1) != 1) {
-		c->reg = false; /* RLIMIT_MEMLOCK or such: go unregistered */
-		return -1;
-	}
-	c->reg_page[slot] = idx;
-	return (int)slot;
 }
 
 /* Queue the I/O of page idx on this thread's ring (or do it now). */
@@ -370,7 +351,6 @@ static int page_io(struct snap_op *op, size_t idx)
 	struct snap_trk *t = NULL;
 	size_t size = op->r->page_size;
 	unsigned ti;
-	int buf;
 
 	if (!c || !c->has_ring)
 		return sync_page(op, idx);
@@ -388,15 +368,14 @@ static int page_io(struct snap_op *op, size_t idx)
 	t->busy = true;
 	t->all_submitted = false;
 	t->inflight = 0;
-	/* a page the read will fault in is not pinned first: pinning would
-	 * fault (zero) it here, away from the copy that fills it */
-	buf = !op->save && (op->pg[idx] & PG_LATE) ? -1 : reg_slot(op, c, idx);
 	for (size_t off = 0; off < size; off += SNAP_CHUNK) {
 		struct snap_io *io = NULL;
 
 		while (c->inflight == SNAP_QD)
 			if (reap_one(op, c))
 				return atomic_load(&op->err);
+		if (atomic_load_explicit(&op->err, memory_order_relaxed))
+			break; /* a chunk failed: queue no more of this page */
 		for (unsigned k = 0; k < SNAP_QD && !io; k++)
 			if (!c->io[k].busy)
 				io = &c->io[k];
@@ -405,7 +384,6 @@ static int page_io(struct snap_op *op, size_t idx)
 		io->idx = idx;
 		io->off = off;
 		io->len = size - off < SNAP_CHUNK ? size - off : SNAP_CHUNK;
-		io->buf = buf;
 		if (queue_io(op, c, io)) {
 			io->busy = false;
 			break;
@@ -635,7 +613,6 @@ static int op_init(struct snap_op *op, hpr_region *r, bool save, int fd, unsigne
 	op->fd = fd;
 	op->id = atomic_fetch_add(&op_ids, 1) + 1;
 	op->uring = !(flags & HPR_SNAP_NO_URING);
-	op->nreg = r->npages < SNAP_MAX_REG ? (unsigned)r->npages : SNAP_MAX_REG;
 	op->nctx = r->nworkers + 2; /* workers + the caller (+1 spare) */
 	op->ctx = calloc(op->nctx, sizeof(*op->ctx));
 	op->tab = calloc(r->npages, sizeof(*op->tab));

@@ -206,18 +206,50 @@ unsigned long t_hugetlb_pool(unsigned long kb, unsigned long n)
 	return pool_read(kb, "nr_hugepages");
 }
 
-void t_need_pool_2m(unsigned long n)
+/* Exactly n pages of size kb and no overcommit for that size, compacting
+ * once if the kernel gives fewer; skips (t_skip) if it still cannot. */
+static void need_pool(unsigned long kb, unsigned long n, const char *what)
 {
-	unsigned long got = t_hugetlb_pool(2048, n);
+	char p[160];
+	unsigned long got = t_hugetlb_pool(kb, n);
 
 	if (got < n) {
 		t_compact();
-		got = t_hugetlb_pool(2048, n);
+		got = t_hugetlb_pool(kb, n);
 	}
 	if (got < n)
-		t_skip("the kernel gave %lu of %lu 2 MiB hugetlb pages", got, n);
-	ck_assert_int_eq(t_sysfs_set("/sys/kernel/mm/hugepages/hugepages-2048kB/"
-				     "nr_overcommit_hugepages", "0"), 0);
+		t_skip("the kernel gave %lu of %lu %s hugetlb pages", got, n, what);
+	/* gigantic pages cannot be overcommitted: the kernel refuses any
+	 * write there (EINVAL), "0" included */
+	if (pool_read(kb, "nr_overcommit_hugepages")) {
+		snprintf(p, sizeof(p),
+			 "/sys/kernel/mm/hugepages/hugepages-%lukB/nr_overcommit_hugepages", kb);
+		ck_assert_int_eq(t_sysfs_set(p, "0"), 0);
+	}
+}
+
+void t_need_pool_2m(unsigned long n)
+{
+	need_pool(2048, n, "2 MiB");
+}
+
+void t_need_pool_1g(unsigned long n)
+{
+	const unsigned long kb = 1048576;
+	unsigned long have;
+	long long avail;
+
+	if (access("/sys/kernel/mm/hugepages/hugepages-1048576kB", F_OK))
+		t_skip("this kernel or CPU has no 1 GiB hugetlb pages (pdpe1gb)");
+	/* pages already in the pool are in use, not in MemAvailable; leave
+	 * 1 GiB to everything else on the machine */
+	have = pool_read(kb, "nr_hugepages");
+	avail = t_meminfo("MemAvailable");
+	if (n > have && (avail < 0 || (unsigned long long)avail < (n - have + 1) * kb))
+		t_skip("MemAvailable is %lld kB: too little for %lu more 1 GiB hugetlb "
+		       "pages with 1 GiB to spare",
+		       avail, n - have);
+	need_pool(kb, n, "1 GiB");
 }
 
 void t_config(struct hpr_config *c, enum hpr_backend b, const char *path, size_t size,

@@ -41,6 +41,9 @@ unsigned long t_hugetlb_pool(unsigned long kb, unsigned long n);
  * the pool), compacting memory once if the kernel gives fewer; skips if it
  * still cannot. */
 void t_need_pool_2m(unsigned long n);
+/* The same for 1 GiB pages; skips (t_skip) when the kernel or CPU has none
+ * or MemAvailable cannot spare n GiB with 1 GiB left over. */
+void t_need_pool_1g(unsigned long n);
 unsigned long t_hugetlb_free(unsigned long kb);
 unsigned long t_hugetlb_resv(unsigned long kb);
 unsigned long t_hugetlb_surp(unsigned long kb);

@@ -252,10 +252,13 @@ HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
  * ran out of memory or hugetlb pages), -EIO.
  *
  * I/O goes through io_uring (a queue of 2 MiB reads/writes in flight per
- * worker, page buffers registered once) with O_DIRECT where the file
- * system supports it; where io_uring is unavailable (io_uring_disabled,
- * seccomp) through pread/pwrite with the same results. hpr_stats()
- * reports which in snapshot_io. fd's file position is not changed.
+ * worker) with O_DIRECT where the file system supports it; where io_uring
+ * is unavailable (io_uring_disabled, seccomp) through pread/pwrite with
+ * the same results. hpr_stats() reports which in snapshot_io. fd's file
+ * position is not changed. When either call returns, no I/O of it is in
+ * flight and nothing holds the region's pages (region memory is never
+ * registered with io_uring): hpr_reclaim() and hpr_destroy() give hugetlb
+ * pages back to the pool at once, whether or not fd stays open.
  */
 #define HPR_SNAP_NO_URING (1u << 0) /* force pread/pwrite */
 #define HPR_SNAP_NO_DIRECT (1u << 1) /* never use O_DIRECT (page cache I/O) */
