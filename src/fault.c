@@ -169,7 +169,7 @@ static void clear_error_if(hpr_region *r, size_t off)
 
 static int populate_error(hpr_region *r, int rc, size_t off)
 {
-	char ps[32], at[32];
+	char ps[32], at[32], knob[96];
 
 	hpr__fmt_size(r->page_size, ps, sizeof(ps));
 	snprintf(at, sizeof(at), "%#zx", off);
@@ -180,9 +180,9 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 		case HPR_BACKEND_HUGETLB:
 			return hpr__fail(-ENOMEM,
 					 "region '%s': the hugetlb pool of %s pages ran out "
-					 "at offset %s: raise /proc/sys/vm/nr_hugepages "
-					 "(or the hugetlb cgroup limit)",
-					 r->name, ps, at);
+					 "at offset %s: raise %s (or the hugetlb cgroup limit)",
+					 r->name, ps, at,
+					 hpr__pool_knob(r->page_size, knob, sizeof(knob)));
 		case HPR_BACKEND_SHMEM:
 			if (!r->is_memfd && rc != -ENOMEM)
 				return hpr__fail(-ENOSPC,
@@ -578,6 +578,7 @@ int hpr_fault_error(const hpr_region *r, size_t *off)
 	hpr_region *m = (hpr_region *)r;
 	int e;
 
+	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_fault_error: region is NULL");
 	pthread_mutex_lock(&m->partial_mu);

@@ -100,6 +100,7 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	hpr_region *r;
 	int rc;
 
+	hpr__err_clear();
 	if (!out)
 		return hpr__fail(-EINVAL, "hpr_create: out is NULL");
 	*out = NULL;
@@ -165,6 +166,9 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 			goto fail;
 	}
 	*out = r;
+	/* a successful create has no error: drop the detail of an attempt
+	 * the AUTO chain or HPR_F_FALLBACK fell back from */
+	hpr__err_clear();
 	return 0;
 
 fail:
@@ -190,6 +194,7 @@ int hpr_destroy(hpr_region *r)
 {
 	int rc;
 
+	hpr__err_clear();
 	if (!r)
 		return 0;
 	hpr__pool_destroy(r);

@@ -13,6 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* requested and fallback were carved out of reserved_ */
+_Static_assert(sizeof(struct hpr_stats) ==
+		       offsetof(struct hpr_stats, snapshot_io) + sizeof(int) + 4 + 16 * 8,
+	       "struct hpr_stats changed size");
+
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
 {
 	struct hpr__smaps_parser p;
@@ -67,6 +72,7 @@ int hpr_stats(hpr_region *r, struct hpr_stats *st)
 	struct hpr__smaps_sum s;
 	int rc;
 
+	hpr__err_clear();
 	if (!r || !st)
 		return hpr__fail(-EINVAL, "hpr_stats: region or stats is NULL");
 	memset(st, 0, sizeof(*st));
@@ -93,6 +99,11 @@ int hpr_stats(hpr_region *r, struct hpr_stats *st)
 	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
 	st->collapsed_pages = atomic_load(&r->collapsed_pages);
 	st->snapshot_io = atomic_load(&r->snapshot_io);
+	st->requested = (int)r->requested;
+	if (r->requested != HPR_BACKEND_AUTO && r->requested != r->backend)
+		st->fallback |= HPR_FALLBACK_BACKEND;
+	if (r->degraded)
+		st->fallback |= HPR_FALLBACK_BASE_PAGES;
 	if (hpr__numa_residency(r->base, r->size, r->page_size, st->node_resident,
 				&st->nr_nodes))
 		st->nr_nodes = 0;

@@ -53,6 +53,9 @@ static void job_record_err(struct hpr__job *j, int rc, size_t idx)
 
 	(void)unused;
 	if (atomic_compare_exchange_strong(&j->err, &zero, rc)) {
+		/* the detail was recorded in this thread: the job carries it
+		 * to the caller's (read once every thread has left the job) */
+		hpr__err_save(rc, j->err_msg, sizeof(j->err_msg));
 		atomic_store(&j->err_idx, idx);
 	} else {
 		/* keep the lowest failing page: CAS loop on the index */
@@ -229,12 +232,17 @@ static int pool_start(hpr_region *r)
 	return 0; /* fewer workers than asked still works */
 }
 
+static void prefault_cancel(hpr_region *r);
+static int prefault_wait(hpr_region *r);
+
 void hpr__pool_destroy(hpr_region *r)
 {
 	struct hpr__pool *p = &r->pool;
 
-	hpr_prefault_cancel(r);
-	hpr_prefault_wait(r);
+	/* not the public calls: they would clear the detail of the failure
+	 * that a failing hpr_create is cleaning up after */
+	prefault_cancel(r);
+	prefault_wait(r);
 	pthread_mutex_lock(&p->mu);
 	p->stopping = true;
 	pthread_cond_broadcast(&p->cv);
@@ -317,7 +325,7 @@ again:
 			/* wake a prefault_start waiting for the pool */
 			pthread_cond_broadcast(&p->done_cv);
 			pthread_mutex_unlock(&p->mu);
-			return atomic_load(&j.err);
+			return hpr__err_adopt(atomic_load(&j.err), j.err_msg);
 		}
 		pthread_mutex_unlock(&p->mu);
 	}
@@ -346,8 +354,10 @@ int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
 int hpr_fault_in(hpr_region *r, size_t off, size_t len)
 {
 	size_t first = 0, last = 0, i;
-	int rc = hpr__range(r, off, len, &first, &last);
+	int rc;
 
+	hpr__err_clear();
+	rc = hpr__range(r, off, len, &first, &last);
 	if (rc)
 		return rc;
 	hpr__partial_clear(r, off, len);
@@ -364,8 +374,10 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 {
 	struct hpr__pool *p;
 	size_t first = 0, last = 0;
-	int rc = hpr__range(r, off, len, &first, &last);
+	int rc;
 
+	hpr__err_clear();
+	rc = hpr__range(r, off, len, &first, &last);
 	if (rc)
 		return rc;
 	p = &r->pool;
@@ -394,14 +406,13 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 	return 0;
 }
 
-int hpr_prefault_wait(hpr_region *r)
+/* Wait for the background job; its first error, with the detail the job
+ * carried back from the worker that hit it. */
+static int prefault_wait(hpr_region *r)
 {
-	struct hpr__pool *p;
+	struct hpr__pool *p = &r->pool;
 	int rc;
 
-	if (!r)
-		return hpr__fail(-EINVAL, "region is NULL");
-	p = &r->pool;
 	pthread_mutex_lock(&p->mu);
 	if (!p->async_active) {
 		pthread_mutex_unlock(&p->mu);
@@ -411,7 +422,20 @@ int hpr_prefault_wait(hpr_region *r)
 		pthread_cond_wait(&p->done_cv, &p->mu);
 	p->async_active = false;
 	rc = atomic_load(&p->async.err);
+	if (rc && rc != -ECANCELED)
+		hpr__err_adopt(rc, p->async.err_msg);
 	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int hpr_prefault_wait(hpr_region *r)
+{
+	int rc;
+
+	hpr__err_clear();
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	rc = prefault_wait(r);
 	if (rc == -ECANCELED)
 		return hpr__fail(rc, "the background prefault of region '%s' was cancelled",
 				 r->name);
@@ -422,6 +446,7 @@ int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total)
 {
 	struct hpr__pool *p;
 
+	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "region is NULL");
 	p = &r->pool;
@@ -434,19 +459,24 @@ int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total)
 	return 0;
 }
 
-int hpr_prefault_cancel(hpr_region *r)
+static void prefault_cancel(hpr_region *r)
 {
-	struct hpr__pool *p;
+	struct hpr__pool *p = &r->pool;
 	int zero = 0;
 
-	if (!r)
-		return hpr__fail(-EINVAL, "region is NULL");
-	p = &r->pool;
 	pthread_mutex_lock(&p->mu);
 	if (p->async_active && !p->async.finished) {
 		atomic_compare_exchange_strong(&p->async.err, &zero, -ECANCELED);
 		atomic_store(&p->async.cancel, true);
 	}
 	pthread_mutex_unlock(&p->mu);
+}
+
+int hpr_prefault_cancel(hpr_region *r)
+{
+	hpr__err_clear();
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	prefault_cancel(r);
 	return 0;
 }
