@@ -100,50 +100,56 @@ static void expect_own_detail(int rc, const char *what)
 		      "%s: not the worker's failure: \"%s\"", what, m);
 }
 
-/* The background prefault runs on workers only: its error is always a
- * worker's, and hpr_prefault_wait() must explain it with the worker's
- * words. */
-START_TEST(worker_detail_prefault_wait)
+/*
+ * ROUNDS times: a region named "errs" with the caller and one worker, an
+ * earlier call's stale -ENOMEM detail, then call() with populate failing
+ * on the workers (madv): the error must come with the worker's words.
+ */
+static void worker_rounds(size_t size, int (*madv)(void *, size_t, int), int (*call)(hpr_region *),
+			  const char *what)
 {
 	for (int round = 0; round < ROUNDS; round++) {
 		struct hpr_config c;
 		hpr_region *r;
 		int rc;
 
-		leave_stale_enomem();
-		t_config(&c, HPR_BACKEND_THP, NULL, 32 * MiB, 2, 0);
+		t_config(&c, HPR_BACKEND_THP, NULL, size, 2, 0);
 		c.name = "errs";
 		ck_assert_int_eq(hpr_create(&c, &r), 0);
-		fake_on(madvise_worker_enomem);
-		ck_assert_int_eq(hpr_prefault_start(r, 0, hpr_size(r)), 0);
-		rc = hpr_prefault_wait(r);
+		leave_stale_enomem();
+		fake_on(madv);
+		rc = call(r);
 		hpr__os_set(NULL);
-		expect_own_detail(rc, "hpr_prefault_wait");
+		expect_own_detail(rc, what);
 		ck_assert_uint_gt(atomic_load(&worker_fails), 0);
 		ck_assert_int_eq(hpr_destroy(r), 0);
 	}
+}
+
+static int prefault_bg(hpr_region *r)
+{
+	ck_assert_int_eq(hpr_prefault_start(r, 0, hpr_size(r)), 0);
+	return hpr_prefault_wait(r);
+}
+
+static int fault_all(hpr_region *r)
+{
+	return hpr_fault_in(r, 0, hpr_size(r));
+}
+
+/* The background prefault runs on workers only: its error is always a
+ * worker's, and hpr_prefault_wait() must explain it with the worker's
+ * words. */
+START_TEST(worker_detail_prefault_wait)
+{
+	worker_rounds(32 * MiB, madvise_worker_enomem, prefault_bg, "hpr_prefault_wait");
 }
 END_TEST
 
 /* hpr_fault_in with the caller and one worker, the worker failing. */
 START_TEST(worker_detail_fault_in)
 {
-	for (int round = 0; round < ROUNDS; round++) {
-		struct hpr_config c;
-		hpr_region *r;
-		int rc;
-
-		t_config(&c, HPR_BACKEND_THP, NULL, 64 * MiB, 2, 0);
-		c.name = "errs";
-		ck_assert_int_eq(hpr_create(&c, &r), 0);
-		leave_stale_enomem();
-		fake_on(madvise_worker_first);
-		rc = hpr_fault_in(r, 0, hpr_size(r));
-		hpr__os_set(NULL);
-		expect_own_detail(rc, "hpr_fault_in");
-		ck_assert_uint_gt(atomic_load(&worker_fails), 0);
-		ck_assert_int_eq(hpr_destroy(r), 0);
-	}
+	worker_rounds(64 * MiB, madvise_worker_first, fault_all, "hpr_fault_in");
 }
 END_TEST
 
@@ -323,6 +329,15 @@ static void expect_create_fails(struct hpr_config *c, int err, const char *what,
 	printf("refused: %s\n", hpr_strerror(rc));
 }
 
+static void create_destroy(const struct hpr_config *c)
+{
+	hpr_region *r;
+	int rc = hpr_create(c, &r);
+
+	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+
 START_TEST(psi_trigger_cannot_open)
 {
 	const char *dir = t_mount_tmpfs("huge=always,size=64m");
@@ -348,13 +363,8 @@ START_TEST(psi_trigger_cannot_open)
 	expect_create_fails(&c, -EOPNOTSUPP, "HPR_F_PSI_RECLAIM", dir);
 	hpr__os_set(NULL);
 	/* the real files: it arms (this suite runs as root) */
-	{
-		hpr_region *r;
-
-		t_config(&c, HPR_BACKEND_SHMEM, dir, 8 * MiB, 1, HPR_F_PSI_RECLAIM);
-		ck_assert_int_eq(hpr_create(&c, &r), 0);
-		ck_assert_int_eq(hpr_destroy(r), 0);
-	}
+	t_config(&c, HPR_BACKEND_SHMEM, dir, 8 * MiB, 1, HPR_F_PSI_RECLAIM);
+	create_destroy(&c);
 }
 END_TEST
 
@@ -379,14 +389,9 @@ START_TEST(keep_file_late_failure)
 	expect_create_fails(&c, -EIO, "mbind", dir);
 	hpr__os_set(NULL);
 	/* and a create that succeeds keeps its file, as asked */
-	{
-		hpr_region *r;
-
-		t_config(&c, HPR_BACKEND_SHMEM, dir, 8 * MiB, 1, HPR_F_KEEP_FILE);
-		ck_assert_int_eq(hpr_create(&c, &r), 0);
-		ck_assert_int_eq(hpr_destroy(r), 0);
-		ck_assert_int_eq(t_dir_entries(dir), 1);
-	}
+	t_config(&c, HPR_BACKEND_SHMEM, dir, 8 * MiB, 1, HPR_F_KEEP_FILE);
+	create_destroy(&c);
+	ck_assert_int_eq(t_dir_entries(dir), 1);
 }
 END_TEST
 

@@ -841,6 +841,21 @@ static void expect_reclaimed(const hpr_region *r, const char *how)
 	}
 }
 
+/* Page first is the oldest release left and second the only other one:
+ * a one-page reclaim takes first, the next takes second. */
+static void reclaim_two(hpr_region *r, size_t first, size_t second)
+{
+	size_t got = 0;
+
+	ck_assert_int_eq(hpr_reclaim(r, 2 * MiB, &got), 0);
+	ck_assert_uint_eq(got, 2 * MiB);
+	ck_assert_msg(!resident(r, first), "page %zu, the oldest release, is resident", first);
+	ck_assert_msg(resident(r, second), "page %zu, released later, was reclaimed", second);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, 2 * MiB);
+	ck_assert(!resident(r, second));
+}
+
 START_TEST(reclaim_oldest_first)
 {
 	hpr_region *r = mk(W_SHMEM_MEMFD, 16 * MiB, 0, 0);
@@ -853,13 +868,7 @@ START_TEST(reclaim_oldest_first)
 	/* the rest, and a page reused then released again counts as new */
 	ck_assert_int_eq(hpr_fault_in(r, 0, 2 * MiB), 0);
 	ck_assert_int_eq(hpr_release_lazy(r, 0, 2 * MiB), 0);
-	ck_assert_int_eq(hpr_reclaim(r, 2 * MiB, &got), 0);
-	ck_assert_uint_eq(got, 2 * MiB);
-	ck_assert(!resident(r, 7));
-	ck_assert(resident(r, 0));
-	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
-	ck_assert_uint_eq(got, 2 * MiB);
-	ck_assert(!resident(r, 0));
+	reclaim_two(r, 7, 0);
 	ck_assert_int_eq(hpr_destroy(r), 0);
 
 	/* the lazy budget (two pages) reclaims in the same order */
@@ -875,7 +884,6 @@ END_TEST
 START_TEST(reclaim_after_churn)
 {
 	hpr_region *r = mk(W_SHMEM_MEMFD, 8 * MiB, 0, 0);
-	size_t got = 0;
 
 	ck_assert_int_eq(hpr_fault_in(r, 0, 8 * MiB), 0);
 	for (int i = 0; i < 10000; i++) {
@@ -884,13 +892,7 @@ START_TEST(reclaim_after_churn)
 	}
 	ck_assert_int_eq(hpr_release_lazy(r, 6 * MiB, 2 * MiB), 0);
 	ck_assert_int_eq(hpr_release_lazy(r, 2 * MiB, 2 * MiB), 0);
-	ck_assert_int_eq(hpr_reclaim(r, 2 * MiB, &got), 0);
-	ck_assert_uint_eq(got, 2 * MiB);
-	ck_assert(!resident(r, 3));
-	ck_assert(resident(r, 1));
-	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
-	ck_assert_uint_eq(got, 2 * MiB);
-	ck_assert(!resident(r, 1));
+	reclaim_two(r, 3, 1);
 	ck_assert(resident(r, 0));
 	ck_assert_int_eq(hpr_destroy(r), 0);
 }
