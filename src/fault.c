@@ -578,7 +578,9 @@ int hpr_fault_error(const hpr_region *r, size_t *off)
 	hpr_region *m = (hpr_region *)r;
 	int e;
 
-	hpr__err_clear();
+	/* a query of the region, meant for between a failing hpr_fault_in
+	 * and hpr_strerror(): it keeps the call's detail (only its own
+	 * failure replaces it) */
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_fault_error: region is NULL");
 	pthread_mutex_lock(&m->partial_mu);

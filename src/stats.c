@@ -13,11 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* requested and fallback were carved out of reserved_ */
-_Static_assert(sizeof(struct hpr_stats) ==
-		       offsetof(struct hpr_stats, snapshot_io) + sizeof(int) + 4 + 16 * 8,
-	       "struct hpr_stats changed size");
-
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
 {
 	struct hpr__smaps_parser p;

@@ -164,6 +164,9 @@ START_TEST(detail_cleared_per_call)
 	rc = hpr_fault_in(r, 8 * MiB, 2 * MiB);
 	ck_assert_int_eq(rc, -EINVAL);
 	ck_assert_ptr_nonnull(strstr(hpr_strerror(rc), "is outside region"));
+	/* asking where a fault-in failed keeps the call's detail */
+	ck_assert_int_eq(hpr_fault_error(r, NULL), 0);
+	ck_assert_ptr_nonnull(strstr(hpr_strerror(rc), "is outside region"));
 	ck_assert_int_eq(hpr_stats(r, &st), 0);
 	ck_assert_msg(!strstr(hpr_strerror(-EINVAL), "is outside region"),
 		      "after a successful hpr_stats: \"%s\"", hpr_strerror(-EINVAL));
