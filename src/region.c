@@ -96,6 +96,7 @@ static unsigned default_workers(const hpr_region *r)
 
 int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 {
+	char why[HPR__ERR_MSG];
 	struct hpr_config c;
 	hpr_region *r;
 	int rc;
@@ -172,6 +173,9 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	return 0;
 
 fail:
+	/* the clean-up calls public functions that start by clearing this
+	 * thread's detail: keep the failure's */
+	hpr__err_save(rc, why, sizeof(why));
 	r->flags &= ~HPR_F_KEEP_FILE; /* a failed create leaves no file */
 	hpr__pool_destroy(r);
 	hpr__release_destroy(r);
@@ -181,13 +185,14 @@ fail:
 	pthread_mutex_destroy(&r->partial_mu);
 	pthread_mutex_destroy(&r->rel_mu);
 	free(r);
-	return rc;
+	return hpr__err_adopt(rc, why);
 fail_early:
+	hpr__err_save(rc, why, sizeof(why));
 	hpr__pool_destroy(r);
 	pthread_mutex_destroy(&r->partial_mu);
 	pthread_mutex_destroy(&r->rel_mu);
 	free(r);
-	return rc;
+	return hpr__err_adopt(rc, why);
 }
 
 int hpr_destroy(hpr_region *r)

@@ -70,6 +70,9 @@ static void job_record_err(struct hpr__job *j, int rc, size_t idx)
 
 static void run_job(hpr_region *r, struct hpr__job *j)
 {
+	/* a worker's detail from an earlier job must not pass for this one's
+	 * (a page function may return an errno without recording words) */
+	hpr__err_clear();
 	for (;;) {
 		size_t b, e;
 
@@ -232,17 +235,12 @@ static int pool_start(hpr_region *r)
 	return 0; /* fewer workers than asked still works */
 }
 
-static void prefault_cancel(hpr_region *r);
-static int prefault_wait(hpr_region *r);
-
 void hpr__pool_destroy(hpr_region *r)
 {
 	struct hpr__pool *p = &r->pool;
 
-	/* not the public calls: they would clear the detail of the failure
-	 * that a failing hpr_create is cleaning up after */
-	prefault_cancel(r);
-	prefault_wait(r);
+	hpr_prefault_cancel(r);
+	hpr_prefault_wait(r);
 	pthread_mutex_lock(&p->mu);
 	p->stopping = true;
 	pthread_cond_broadcast(&p->cv);
@@ -406,13 +404,15 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 	return 0;
 }
 
-/* Wait for the background job; its first error, with the detail the job
- * carried back from the worker that hit it. */
-static int prefault_wait(hpr_region *r)
+int hpr_prefault_wait(hpr_region *r)
 {
-	struct hpr__pool *p = &r->pool;
+	struct hpr__pool *p;
 	int rc;
 
+	hpr__err_clear();
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	p = &r->pool;
 	pthread_mutex_lock(&p->mu);
 	if (!p->async_active) {
 		pthread_mutex_unlock(&p->mu);
@@ -422,20 +422,10 @@ static int prefault_wait(hpr_region *r)
 		pthread_cond_wait(&p->done_cv, &p->mu);
 	p->async_active = false;
 	rc = atomic_load(&p->async.err);
-	if (rc && rc != -ECANCELED)
-		hpr__err_adopt(rc, p->async.err_msg);
+	/* the first error with the detail the job carried back from the
+	 * worker that hit it */
+	hpr__err_adopt(rc, p->async.err_msg);
 	pthread_mutex_unlock(&p->mu);
-	return rc;
-}
-
-int hpr_prefault_wait(hpr_region *r)
-{
-	int rc;
-
-	hpr__err_clear();
-	if (!r)
-		return hpr__fail(-EINVAL, "region is NULL");
-	rc = prefault_wait(r);
 	if (rc == -ECANCELED)
 		return hpr__fail(rc, "the background prefault of region '%s' was cancelled",
 				 r->name);
@@ -459,24 +449,20 @@ int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total)
 	return 0;
 }
 
-static void prefault_cancel(hpr_region *r)
+int hpr_prefault_cancel(hpr_region *r)
 {
-	struct hpr__pool *p = &r->pool;
+	struct hpr__pool *p;
 	int zero = 0;
 
+	hpr__err_clear();
+	if (!r)
+		return hpr__fail(-EINVAL, "region is NULL");
+	p = &r->pool;
 	pthread_mutex_lock(&p->mu);
 	if (p->async_active && !p->async.finished) {
 		atomic_compare_exchange_strong(&p->async.err, &zero, -ECANCELED);
 		atomic_store(&p->async.cancel, true);
 	}
 	pthread_mutex_unlock(&p->mu);
-}
-
-int hpr_prefault_cancel(hpr_region *r)
-{
-	hpr__err_clear();
-	if (!r)
-		return hpr__fail(-EINVAL, "region is NULL");
-	prefault_cancel(r);
 	return 0;
 }
