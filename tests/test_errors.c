@@ -153,6 +153,27 @@ START_TEST(worker_detail_fault_in)
 }
 END_TEST
 
+/* HPR_F_PREFAULT: the prefault's worker failure fails the create, and its
+ * words survive the create's clean-up (which stops the workers). */
+START_TEST(worker_detail_create_prefault)
+{
+	for (int round = 0; round < ROUNDS; round++) {
+		struct hpr_config c;
+		hpr_region *r = NULL;
+		int rc;
+
+		leave_stale_enomem();
+		t_config(&c, HPR_BACKEND_THP, NULL, 64 * MiB, 2, HPR_F_PREFAULT);
+		c.name = "errs";
+		fake_on(madvise_worker_first);
+		rc = hpr_create(&c, &r);
+		hpr__os_set(NULL);
+		ck_assert_ptr_null(r);
+		expect_own_detail(rc, "hpr_create(HPR_F_PREFAULT)");
+	}
+}
+END_TEST
+
 /* A call that succeeds forgets the previous call's detail: the same errno
  * is then explained generically, not with the old call's words. */
 START_TEST(detail_cleared_per_call)
@@ -406,6 +427,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, worker_detail_prefault_wait);
 	tcase_add_test(tc, worker_detail_fault_in);
+	tcase_add_test(tc, worker_detail_create_prefault);
 	tcase_add_test(tc, detail_cleared_per_call);
 	tcase_add_test(tc, auto_fallback_logs_no_error);
 	tcase_add_test(tc, advice_1g_pool);
