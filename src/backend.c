@@ -15,6 +15,12 @@
  *  AUTO     hugetlb when the pool (per bound node, and the hugetlb cgroup)
  *           can hold the region -> shmem on the given huge tmpfs -> THP
  *           (shmem memfd for HPR_F_SHARED).
+ *
+ * HPR_F_FALLBACK on HUGETLB: a short pool gives THP huge pages (a shmem
+ * memfd when shared) before base pages, like mimalloc's 1 GiB -> 2 MiB ->
+ * MADV_HUGEPAGE chain; hpr_stats() says what was asked for and what was
+ * delivered. Attempts the chain falls back from log at DEBUG, the fallback
+ * itself at INFO: the caller allowed it.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -351,6 +357,11 @@ static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
 		hpr__os->unlinkat(m->dirfd, r->file_path);
 		free(r->file_path);
 		r->file_path = NULL;
+	} else if (r->file_path) {
+		/* kept: a later step of hpr_create can still fail and must
+		 * then remove it, from this directory, not a path lookup */
+		rc = hpr__os->openat(m->dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+		r->dir_fd = rc < 0 ? -1 : rc;
 	}
 	return 0;
 }
@@ -441,7 +452,7 @@ static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why,
 			size_t wlen)
 {
 	unsigned long total = 0, free_ = 0, resv = 0, surp = 0, over = 0;
-	char p[160], b[32], sz[32];
+	char p[160], b[32], sz[32], knob[96];
 	long long cg;
 
 	hpr__fmt_size(ps, sz, sizeof(sz));
@@ -460,10 +471,10 @@ static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why,
 		if (room < npages) {
 			snprintf(why, wlen,
 				 "hugetlb pool has %lu free %s pages (%lu reserved, %lu "
-				 "total), region needs %zu: raise /proc/sys/vm/nr_hugepages "
-				 "(echo %lu > /sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages)",
-				 avail, sz, resv, total, npages,
-				 total + (unsigned long)npages - room, ps >> 10);
+				 "total), region needs %zu: raise the %s pool (echo %lu > %s)",
+				 avail, sz, resv, total, npages, sz,
+				 total + (unsigned long)npages - room,
+				 hpr__pool_knob(ps, knob, sizeof(knob)));
 			return -ENOMEM;
 		}
 	}
@@ -552,10 +563,14 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
 	if (rc) {
 		drop_file(r, m);
 		if (rc == -ENOMEM) {
+			char knob[96];
+
 			/* the pool shrank between our check and the reservation */
-			return hpr__fail(-ENOMEM, "the hugetlb pool could not reserve %zu %s "
-						  "pages: raise /proc/sys/vm/nr_hugepages",
-					 r->npages, hpr__fmt_size(ps, sz, sizeof(sz)));
+			return hpr__fail(-ENOMEM,
+					 "the hugetlb pool could not reserve %zu %s "
+					 "pages: raise %s",
+					 r->npages, hpr__fmt_size(ps, sz, sizeof(sz)),
+					 hpr__pool_knob(ps, knob, sizeof(knob)));
 		}
 		return rc;
 	}
@@ -576,10 +591,39 @@ static int finish(hpr_region *r)
 	int rc = hpr__numa_apply(&r->numa, r->base, r->size);
 
 	if (rc) {
+		r->flags &= ~HPR_F_KEEP_FILE; /* a failed create leaves no file */
 		hpr__backend_destroy(r);
 		return rc;
 	}
 	return 0;
+}
+
+/* An attempt's failure that the chain does not handle after all: it was
+ * logged at DEBUG inside the attempt, so log it as the error it is. */
+static int unhandled(int rc)
+{
+	hpr__log(HPR_LOG_ERROR, "%s", hpr_strerror(rc));
+	return rc;
+}
+
+/*
+ * HPR_F_FALLBACK when hugetlb cannot be had: THP huge pages for a private
+ * region, a shmem memfd (huge where shmem_enabled or MADV_COLLAPSE allows)
+ * for a shared one, and base pages only where those cannot be huge either.
+ */
+static int setup_hugetlb_fallback(hpr_region *r, const struct hpr_config *c)
+{
+	int rc;
+
+	if (!(c->flags & HPR_F_SHARED))
+		return setup_thp(r, c, thp_mode() == HPR_THP_NEVER);
+	hpr__err_quiet(true);
+	rc = setup_shmem(r, c, NULL, false);
+	hpr__err_quiet(false);
+	if (rc != -EOPNOTSUPP)
+		return rc;
+	reset_region(r);
+	return setup_shmem(r, c, NULL, true);
 }
 
 static int create_auto(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
@@ -600,21 +644,25 @@ static int create_auto(hpr_region *r, const struct hpr_config *c, const struct h
 	{
 		bool on_htlb = m && m->fstype == (long)HUGETLBFS_MAGIC;
 
+		hpr__err_quiet(true);
 		rc = setup_hugetlb(r, c, on_htlb ? m : NULL);
+		hpr__err_quiet(false);
 		if (!rc)
 			return finish(r);
 		if (rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -ENOSPC)
-			return rc;
+			return unhandled(rc);
 		NOTE("hugetlb: %s; ", hpr_strerror(rc));
 		reset_region(r);
 	}
 	/* 2. shmem on the given tmpfs */
 	if (m && m->fstype == TMPFS_MAGIC) {
+		hpr__err_quiet(true);
 		rc = setup_shmem(r, c, m, false);
+		hpr__err_quiet(false);
 		if (!rc)
 			return finish(r);
 		if (rc != -EOPNOTSUPP)
-			return rc;
+			return unhandled(rc);
 		NOTE("shmem: %s; ", hpr_strerror(rc));
 		reset_region(r);
 	}
@@ -628,17 +676,21 @@ static int create_auto(hpr_region *r, const struct hpr_config *c, const struct h
 		}
 		NOTE("thp: /sys/kernel/mm/transparent_hugepage/enabled is never; ");
 	} else {
+		hpr__err_quiet(true);
 		rc = setup_shmem(r, c, NULL, false);
+		hpr__err_quiet(false);
 		if (!rc)
 			return finish(r);
 		if (rc != -EOPNOTSUPP)
-			return rc;
+			return unhandled(rc);
 		NOTE("shmem memfd: %s; ", hpr_strerror(rc));
 		reset_region(r);
 	}
 	if (c->flags & HPR_F_FALLBACK) {
-		hpr__log(HPR_LOG_WARN, "region '%s': no huge pages to be had (%s), using "
-				       "base pages", r->name, reasons);
+		hpr__log(HPR_LOG_INFO,
+			 "region '%s': no huge pages to be had (%s), using "
+			 "base pages (HPR_F_FALLBACK)",
+			 r->name, reasons);
 		if (m && m->fstype == TMPFS_MAGIC)
 			rc = setup_shmem(r, c, m, true);
 		else if (shared)
@@ -659,6 +711,7 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 {
 	int rc;
 
+	r->requested = c->backend;
 	switch (c->backend) {
 	case HPR_BACKEND_AUTO:
 		return create_auto(r, c, m);
@@ -682,10 +735,18 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 					 "HPR_BACKEND_HUGETLB there, or a tmpfs "
 					 "mounted huge= for shmem",
 					 c->path);
+		if (c->flags & HPR_F_FALLBACK)
+			hpr__err_quiet(true);
 		rc = setup_shmem(r, c, m, false);
+		if (c->flags & HPR_F_FALLBACK)
+			hpr__err_quiet(false);
 		if (rc == -EOPNOTSUPP && (c->flags & HPR_F_FALLBACK)) {
+			hpr__log(HPR_LOG_INFO, "region '%s': %s; using base pages (HPR_F_FALLBACK)",
+				 r->name, hpr_strerror(rc));
 			reset_region(r);
 			rc = setup_shmem(r, c, m, true);
+		} else if (rc && (c->flags & HPR_F_FALLBACK)) {
+			unhandled(rc);
 		}
 		break;
 	case HPR_BACKEND_HUGETLB:
@@ -695,13 +756,18 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 					 "HPR_BACKEND_SHMEM there, or mount -t "
 					 "hugetlbfs",
 					 c->path);
+		if (c->flags & HPR_F_FALLBACK)
+			hpr__err_quiet(true);
 		rc = setup_hugetlb(r, c, m);
+		if (c->flags & HPR_F_FALLBACK)
+			hpr__err_quiet(false);
 		if ((rc == -ENOMEM || rc == -EOPNOTSUPP) && (c->flags & HPR_F_FALLBACK)) {
-			hpr__log(HPR_LOG_WARN, "region '%s': %s; falling back to base pages",
+			hpr__log(HPR_LOG_INFO, "region '%s': %s; falling back (HPR_F_FALLBACK)",
 				 r->name, hpr_strerror(rc));
 			reset_region(r);
-			rc = (c->flags & HPR_F_SHARED) ? setup_shmem(r, c, NULL, true)
-						       : setup_thp(r, c, true);
+			rc = setup_hugetlb_fallback(r, c);
+		} else if (rc && (c->flags & HPR_F_FALLBACK)) {
+			unhandled(rc);
 		}
 		break;
 	default:
@@ -735,7 +801,13 @@ int hpr__backend_destroy(hpr_region *r)
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);
 	r->fd = -1;
-	/* a file that was not kept was unlinked when it was mapped */
+	/* a file that was not kept was unlinked when it was mapped; a kept
+	 * one goes only when a failed create dropped HPR_F_KEEP_FILE */
+	if (r->file_path && r->dir_fd >= 0 && !(r->flags & HPR_F_KEEP_FILE))
+		hpr__os->unlinkat(r->dir_fd, r->file_path);
+	if (r->dir_fd >= 0)
+		hpr__os->close(r->dir_fd);
+	r->dir_fd = -1;
 	free(r->file_path);
 	r->file_path = NULL;
 	return rc;

@@ -107,8 +107,10 @@ int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed)
 {
 	const struct hpr__caps *c = hpr__caps();
 	size_t first, last;
-	int rc = hpr__range(r, off, len, &first, &last);
+	int rc;
 
+	hpr__err_clear();
+	rc = hpr__range(r, off, len, &first, &last);
 	if (collapsed)
 		*collapsed = 0;
 	if (rc)

@@ -2,6 +2,17 @@
 /*
  * Error reporting: hpr_strerror(), the per-thread detail of the last failure,
  * the optional log callback and hpr_version().
+ *
+ * The detail belongs to one call: every public function that can fail
+ * clears it when it starts (hpr__err_clear), so hpr_strerror() never
+ * explains an error with the words of an earlier, unrelated call. Failures
+ * on the region's worker threads are recorded in their own thread; the job
+ * carries the first one's detail back (hpr__err_save) and the caller's
+ * thread adopts it when it returns that error (hpr__err_adopt).
+ *
+ * Log levels: a failure that reaches the caller is logged at ERROR; one the
+ * library handles itself (an AUTO or HPR_F_FALLBACK attempt that it falls
+ * back from, inside hpr__err_quiet) at DEBUG.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -12,7 +23,8 @@
 #include <string.h>
 
 static __thread int tls_err;
-static __thread char tls_msg[512];
+static __thread char tls_msg[HPR__ERR_MSG];
+static __thread unsigned tls_quiet; /* nesting of handled attempts */
 
 static _Atomic(hpr_log_fn) log_fn;
 static void *_Atomic log_arg;
@@ -25,7 +37,34 @@ int hpr__fail(int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(tls_msg, sizeof(tls_msg), fmt, ap);
 	va_end(ap);
-	hpr__log(HPR_LOG_ERROR, "%s", tls_msg);
+	hpr__log(tls_quiet ? HPR_LOG_DEBUG : HPR_LOG_ERROR, "%s", tls_msg);
+	return err;
+}
+
+void hpr__err_clear(void)
+{
+	tls_err = 0;
+	tls_msg[0] = 0;
+}
+
+void hpr__err_quiet(bool on)
+{
+	if (on)
+		tls_quiet++;
+	else if (tls_quiet)
+		tls_quiet--;
+}
+
+void hpr__err_save(int err, char *buf, size_t len)
+{
+	if (len)
+		snprintf(buf, len, "%s", err && err == tls_err ? tls_msg : "");
+}
+
+int hpr__err_adopt(int err, const char *msg)
+{
+	tls_err = err;
+	snprintf(tls_msg, sizeof(tls_msg), "%s", err && msg ? msg : "");
 	return err;
 }
 
@@ -81,8 +120,9 @@ static const char *generic(int err)
 		       "RLIMIT_MEMLOCK for HPR_F_LOCK, or run as root";
 	case -ENOMEM:
 		return "out of memory: the hugetlb pool, the memory cgroup or the "
-		       "machine has no room; raise /proc/sys/vm/nr_hugepages or "
-		       "the cgroup limit";
+		       "machine has no room; raise the pool of the region's page "
+		       "size (/sys/kernel/mm/hugepages/hugepages-<size>kB/"
+		       "nr_hugepages) or the cgroup limit";
 	case -ENOSPC:
 		return "the mount is full: remount the tmpfs/hugetlbfs with a "
 		       "larger size=";

@@ -175,7 +175,7 @@ static void clear_error_if(hpr_region *r, size_t off)
 
 static int populate_error(hpr_region *r, int rc, size_t off)
 {
-	char ps[32], at[32];
+	char ps[32], at[32], knob[96];
 
 	hpr__fmt_size(r->page_size, ps, sizeof(ps));
 	snprintf(at, sizeof(at), "%#zx", off);
@@ -186,9 +186,9 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 		case HPR_BACKEND_HUGETLB:
 			return hpr__fail(-ENOMEM,
 					 "region '%s': the hugetlb pool of %s pages ran out "
-					 "at offset %s: raise /proc/sys/vm/nr_hugepages "
-					 "(or the hugetlb cgroup limit)",
-					 r->name, ps, at);
+					 "at offset %s: raise %s (or the hugetlb cgroup limit)",
+					 r->name, ps, at,
+					 hpr__pool_knob(r->page_size, knob, sizeof(knob)));
 		case HPR_BACKEND_SHMEM:
 			if (!r->is_memfd && rc != -ENOMEM)
 				return hpr__fail(-ENOSPC,
@@ -581,6 +581,9 @@ int hpr_fault_error(const hpr_region *r, size_t *off)
 	hpr_region *m = (hpr_region *)r;
 	int e;
 
+	/* a query of the region, meant for between a failing hpr_fault_in
+	 * and hpr_strerror(): it keeps the call's detail (only its own
+	 * failure replaces it) */
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_fault_error: region is NULL");
 	pthread_mutex_lock(&m->partial_mu);

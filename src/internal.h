@@ -31,8 +31,20 @@ enum hpr_pstate {
 };
 
 /* ---- errors.c ---- */
+#define HPR__ERR_MSG 512
 /* Record a detailed message for err in this thread and return err. */
 int hpr__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Forget this thread's detail: every public function that can fail calls
+ * it first, so the detail hpr_strerror() gives belongs to this call. */
+void hpr__err_clear(void);
+/* Between hpr__err_quiet(true) and (false) this thread is trying something
+ * the library falls back from: hpr__fail logs at DEBUG, not ERROR. Nests. */
+void hpr__err_quiet(bool on);
+/* Copy this thread's detail of err into buf ("" when it has none). */
+void hpr__err_save(int err, char *buf, size_t len);
+/* Make (err, msg) this thread's detail without logging it again (a worker
+ * logged it); returns err. */
+int hpr__err_adopt(int err, const char *msg);
 void hpr__log(enum hpr_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Human size: "2 MiB", "1 GiB", "4 KiB"; buf >= 32 bytes. */
@@ -49,6 +61,9 @@ const struct hpr__caps *hpr__caps(void);
 int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 		      unsigned long *free_, unsigned long *resv,
 		      unsigned long *surplus);
+/* The file that sizes the pool of page_size pages: the per-size sysfs
+ * file, which /proc/sys/vm/nr_hugepages is only for the default size. */
+const char *hpr__pool_knob(size_t page_size, char *buf, size_t len);
 /* Bytes the caller's hugetlb cgroup still allows for page_size, or -1. */
 long long hpr__hugetlb_cgroup_room(size_t page_size);
 bool hpr__hugetlb_size_supported(size_t page_size);
@@ -86,6 +101,7 @@ struct hpr__job {
 	_Atomic size_t done; /* pages finished */
 	_Atomic int err;
 	_Atomic size_t err_idx;
+	char err_msg[HPR__ERR_MSG]; /* err's detail, written by whoever set err */
 	_Atomic bool cancel;
 	_Atomic unsigned running; /* threads still inside the job */
 	bool finished;		  /* under pool lock */
@@ -186,10 +202,13 @@ struct hpr_region {
 	unsigned page_shift;
 	size_t npages;
 	enum hpr_backend backend;
+	enum hpr_backend requested; /* what the config asked for */
 	unsigned flags;
 	int fd;		/* -1 for private anon */
 	bool is_memfd;
 	char *file_path; /* the file's name in the checked directory, while it exists */
+	int dir_fd;	 /* O_PATH fd of that directory while a kept file exists:
+			  * a create that fails after the file was kept unlinks it */
 	char name[64];
 	uint64_t obj_key; /* backing object identity for the lock hash */
 
@@ -221,6 +240,7 @@ struct hpr_region {
 	_Atomic int snapshot_io;
 
 	/* lazy release / reclaim */
+	struct hpr__lazyq *lazyq; /* release.c: releases in order, for reclaim */
 	size_t lazy_budget;
 	unsigned psi_stall_us;
 	pthread_t reclaimer;

@@ -55,6 +55,12 @@ static int read_ul(const char *path, unsigned long *v)
 	return hpr__parse_ulong(buf, (size_t)got, v);
 }
 
+const char *hpr__pool_knob(size_t page_size, char *buf, size_t len)
+{
+	snprintf(buf, len, HTLB_DIR "/hugepages-%zukB/nr_hugepages", page_size >> 10);
+	return buf;
+}
+
 int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 		      unsigned long *free_, unsigned long *resv,
 		      unsigned long *surplus)
@@ -307,6 +313,7 @@ int hpr_probe(struct hpr_probe_info *info)
 {
 	const struct hpr__caps *c;
 
+	hpr__err_clear();
 	if (!info)
 		return hpr__fail(-EINVAL, "hpr_probe: info is NULL");
 	c = hpr__caps();

@@ -140,10 +140,12 @@ static unsigned default_workers(const hpr_region *r)
 
 int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 {
+	char why[HPR__ERR_MSG];
 	struct hpr_config c;
 	hpr_region *r;
 	int rc;
 
+	hpr__err_clear();
 	if (!out)
 		return hpr__fail(-EINVAL, "hpr_create: out is NULL");
 	*out = NULL;
@@ -154,6 +156,7 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	if (!r)
 		return hpr__fail(-ENOMEM, "hpr_create: out of memory");
 	r->fd = -1;
+	r->dir_fd = -1;
 	r->flags = c.flags;
 	r->lazy_budget = c.lazy_budget;
 	r->psi_stall_us = c.psi_stall_us ? c.psi_stall_us : 100000;
@@ -209,9 +212,15 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 			goto fail;
 	}
 	*out = r;
+	/* a successful create has no error: drop the detail of an attempt
+	 * the AUTO chain or HPR_F_FALLBACK fell back from */
+	hpr__err_clear();
 	return 0;
 
 fail:
+	/* the clean-up calls public functions that start by clearing this
+	 * thread's detail: keep the failure's */
+	hpr__err_save(rc, why, sizeof(why));
 	r->flags &= ~HPR_F_KEEP_FILE; /* a failed create leaves no file */
 	hpr__pool_destroy(r);
 	hpr__release_destroy(r);
@@ -221,19 +230,21 @@ fail:
 	pthread_mutex_destroy(&r->partial_mu);
 	pthread_mutex_destroy(&r->rel_mu);
 	free(r);
-	return rc;
+	return hpr__err_adopt(rc, why);
 fail_early:
+	hpr__err_save(rc, why, sizeof(why));
 	hpr__pool_destroy(r);
 	pthread_mutex_destroy(&r->partial_mu);
 	pthread_mutex_destroy(&r->rel_mu);
 	free(r);
-	return rc;
+	return hpr__err_adopt(rc, why);
 }
 
 int hpr_destroy(hpr_region *r)
 {
 	int rc;
 
+	hpr__err_clear();
 	if (!r)
 		return 0;
 	hpr__pool_destroy(r);

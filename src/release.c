@@ -22,6 +22,14 @@
  * Reclaim and reuse of one huge page serialize on its fault-table slot: a
  * page being reclaimed is BUSY, and a page faulted back is PRESENT, which
  * reclaim never touches.
+ *
+ * Reclaim takes the oldest releases first, from a FIFO of the releases
+ * (page index and a per-page release number), so it costs O(pages it
+ * looks at), not a scan of the region per call. A page reused and released
+ * again gets a new number, which makes its older entry stale; stale
+ * entries are dropped as they come to the head, and the FIFO is compacted
+ * when it would have to grow past twice the region's pages, so it stays
+ * within 2 entries per huge page.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -37,6 +45,139 @@
 #include <unistd.h>
 
 #define PARTIAL_WORDS 8 /* 512 bits */
+
+struct lazy_ent {
+	size_t idx;
+	uint64_t seq;
+};
+
+struct hpr__lazyq {
+	pthread_mutex_t mu;
+	struct lazy_ent *e; /* ring: releases, oldest at head */
+	size_t head, len, cap;
+	size_t reserved; /* room promised to release_run calls in flight */
+	uint64_t next_seq;
+	_Atomic uint64_t *seq; /* per page: the number of its latest release */
+};
+
+/* Is the entry still the page's latest release, and the page released? */
+static bool ent_live(const hpr_region *r, const struct lazy_ent *e)
+{
+	const struct hpr__lazyq *q = r->lazyq;
+
+	return atomic_load_explicit(&r->state[e->idx], memory_order_relaxed) == HPR_PS_LAZY &&
+	       atomic_load_explicit(&q->seq[e->idx], memory_order_relaxed) == e->seq;
+}
+
+/* Drop stale entries, keeping the order. q->mu held. */
+static void lazyq_compact(hpr_region *r)
+{
+	struct hpr__lazyq *q = r->lazyq;
+	size_t w = 0;
+
+	for (size_t k = 0; k < q->len; k++) {
+		struct lazy_ent e = q->e[(q->head + k) % q->cap];
+
+		if (ent_live(r, &e))
+			q->e[(q->head + w++) % q->cap] = e;
+	}
+	q->len = w;
+}
+
+/*
+ * Promise room for n more entries (one per page a release run may make
+ * LAZY): compact, then grow the ring (up to 2 entries per page). Called
+ * before the pages change state, so running out of memory fails the
+ * release cleanly. Returns 0 or -ENOMEM.
+ */
+static int lazyq_reserve(hpr_region *r, size_t n)
+{
+	struct hpr__lazyq *q = r->lazyq;
+	int rc = 0;
+
+	pthread_mutex_lock(&q->mu);
+	if (!q->seq) {
+		q->seq = calloc(r->npages, sizeof(*q->seq));
+		if (!q->seq)
+			rc = -ENOMEM;
+	}
+	if (!rc && q->len + q->reserved + n > q->cap)
+		lazyq_compact(r);
+	if (!rc && q->len + q->reserved + n > q->cap) {
+		size_t cap = q->cap ? 2 * q->cap : 64, want = q->len + q->reserved + n;
+		struct lazy_ent *e;
+
+		if (cap < want)
+			cap = want;
+		if (cap > 2 * r->npages + 64 && want <= 2 * r->npages + 64)
+			cap = 2 * r->npages + 64;
+		e = malloc(cap * sizeof(*e));
+		if (!e) {
+			rc = -ENOMEM;
+		} else {
+			for (size_t k = 0; k < q->len; k++)
+				e[k] = q->e[(q->head + k) % q->cap];
+			free(q->e);
+			q->e = e;
+			q->head = 0;
+			q->cap = cap;
+		}
+	}
+	if (!rc)
+		q->reserved += n;
+	pthread_mutex_unlock(&q->mu);
+	return rc;
+}
+
+static void lazyq_unreserve(hpr_region *r, size_t n)
+{
+	pthread_mutex_lock(&r->lazyq->mu);
+	r->lazyq->reserved -= n;
+	pthread_mutex_unlock(&r->lazyq->mu);
+}
+
+/* Append e into reserved room: with a new release number for page e.idx
+ * (now LAZY), or as it was (requeue: a reclaim that failed puts it back). */
+static void lazyq_push(hpr_region *r, struct lazy_ent e, bool requeue)
+{
+	struct hpr__lazyq *q = r->lazyq;
+
+	pthread_mutex_lock(&q->mu);
+	if (!requeue) {
+		e.seq = ++q->next_seq;
+		atomic_store_explicit(&q->seq[e.idx], e.seq, memory_order_relaxed);
+	}
+	q->reserved--;
+	q->e[(q->head + q->len++) % q->cap] = e;
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* Take the oldest entry; false when the FIFO is empty. */
+static bool lazyq_pop(hpr_region *r, struct lazy_ent *e)
+{
+	struct hpr__lazyq *q = r->lazyq;
+	bool got = false;
+
+	pthread_mutex_lock(&q->mu);
+	if (q->len) {
+		*e = q->e[q->head];
+		q->head = (q->head + 1) % q->cap;
+		q->len--;
+		got = true;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return got;
+}
+
+static size_t lazyq_len(hpr_region *r)
+{
+	size_t n;
+
+	pthread_mutex_lock(&r->lazyq->mu);
+	n = r->lazyq->len;
+	pthread_mutex_unlock(&r->lazyq->mu);
+	return n;
+}
 
 static size_t chunk_size(const hpr_region *r)
 {
@@ -138,9 +279,14 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 {
 	char *p = r->base + hpr__page_off(r, a);
 	size_t len = (b - a) << r->page_shift;
-	int rc = 0;
+	int rc = lazyq_reserve(r, b - a);
 	bool guard_failed = false;
 
+	if (rc) {
+		for (size_t i = a; i < b; i++)
+			set_state(r, i, HPR_PS_PRESENT);
+		return hpr__fail(rc, "region '%s': out of memory for the release FIFO", r->name);
+	}
 	if (r->flags & HPR_F_GUARD) {
 		/* its message says what happened (vm.max_map_count) */
 		rc = hpr__guard_protect(r, hpr__page_off(r, a), len, PROT_NONE);
@@ -159,18 +305,24 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 		atomic_fetch_sub(&r->present_pages, 1);
 		atomic_fetch_add(&r->lazy_pages, 1);
 		set_state(r, i, HPR_PS_LAZY);
+		lazyq_push(r, (struct lazy_ent){ .idx = i }, false);
 	}
+	if (rc)
+		lazyq_unreserve(r, b - a);
 	if (rc && !guard_failed)
 		return hpr__fail(rc, "region '%s': releasing [%#zx, +%#zx) failed: %s",
 				 r->name, hpr__page_off(r, a), len, strerror(-rc));
 	return rc;
 }
 
+static int reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed);
+
 int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 {
 	size_t first, last, end, run = (size_t)-1;
 	int rc;
 
+	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_release_lazy: region is NULL");
 	if (off > r->size || len > r->size - off)
@@ -256,7 +408,7 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 		size_t lazy = atomic_load(&r->lazy_pages) << r->page_shift;
 
 		if (lazy > r->lazy_budget)
-			hpr_reclaim(r, lazy - r->lazy_budget, NULL);
+			reclaim(r, lazy - r->lazy_budget, NULL);
 	}
 	return rc;
 }
@@ -301,32 +453,48 @@ static int reclaim_page(hpr_region *r, size_t idx)
 	return rc ? rc : 1;
 }
 
-int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
+/*
+ * Discard the oldest releases until max_bytes (0: all). Looks at each
+ * entry queued when it started at most once: a page whose discard fails
+ * goes back to the tail and is tried again by the next reclaim.
+ */
+static int reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 {
-	size_t got = 0;
+	size_t got = 0, n = lazyq_len(r);
+	struct lazy_ent ent;
 	int rc = 0;
 
-	if (reclaimed)
-		*reclaimed = 0;
-	if (!r)
-		return hpr__fail(-EINVAL, "hpr_reclaim: region is NULL");
-	for (size_t i = 0; i < r->npages; i++) {
+	for (size_t k = 0; k < n && !(max_bytes && got >= max_bytes); k++) {
 		int e;
 
-		if (max_bytes && got >= max_bytes)
+		if (!lazyq_pop(r, &ent))
 			break;
-		if (atomic_load_explicit(&r->state[i], memory_order_relaxed) != HPR_PS_LAZY)
-			continue;
-		e = reclaim_page(r, i);
-		if (e == 1)
+		if (!ent_live(r, &ent))
+			continue; /* reused (and maybe released again) since */
+		e = reclaim_page(r, ent.idx);
+		if (e == 1) {
 			got += r->page_size;
-		else if (e < 0 && !rc)
-			rc = hpr__fail(e, "region '%s': reclaiming offset %#zx failed: %s",
-				       r->name, hpr__page_off(r, i), strerror(-e));
+		} else if (e < 0) {
+			if (!lazyq_reserve(r, 1))
+				lazyq_push(r, ent, true);
+			if (!rc)
+				rc = hpr__fail(e, "region '%s': reclaiming offset %#zx failed: %s",
+					       r->name, hpr__page_off(r, ent.idx), strerror(-e));
+		}
 	}
 	if (reclaimed)
 		*reclaimed = got;
 	return rc;
+}
+
+int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
+{
+	hpr__err_clear();
+	if (reclaimed)
+		*reclaimed = 0;
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_reclaim: region is NULL");
+	return reclaim(r, max_bytes, reclaimed);
 }
 
 /* ---- PSI-driven reclaimer (HPR_F_PSI_RECLAIM) ---- */
@@ -337,13 +505,18 @@ int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
  * region should yield to), else the system's /proc/pressure/memory. PSI is
  * accounted per cgroup of the unified hierarchy even when the memory
  * controller itself is on v1. Opened O_RDWR: a trigger is written to it.
+ * Returns the fd, or -errno of the last open with tried[] naming each file
+ * tried and why it failed.
  */
-static int open_pressure(char *path, size_t len)
+static int open_pressure(char *path, size_t len, char *tried, size_t tlen)
 {
 	static const char *const roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
 	char *buf = NULL;
 	ssize_t got = hpr__os->read_all("/proc/self/cgroup", &buf);
+	size_t used = 0;
+	int fd;
 
+	tried[0] = 0;
 	if (got > 0) {
 		for (char *line = buf; line && *line;) {
 			char *nl = strchr(line, '\n');
@@ -352,15 +525,18 @@ static int open_pressure(char *path, size_t len)
 				*nl = 0;
 			if (!strncmp(line, "0::", 3) && strcmp(line + 3, "/")) {
 				for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
-					int fd;
-
 					snprintf(path, len, "%s%s/memory.pressure", roots[i],
 						 line + 3);
-					fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+					fd = hpr__os->openat(AT_FDCWD, path,
+							     O_RDWR | O_NONBLOCK | O_CLOEXEC, 0);
 					if (fd >= 0) {
 						free(buf);
 						return fd;
 					}
+					if (fd != -ENOENT && used < tlen)
+						used += (size_t)snprintf(tried + used, tlen - used,
+									 "%s: %s; ", path,
+									 strerror(-fd));
 				}
 			}
 			line = nl ? nl + 1 : NULL;
@@ -368,24 +544,32 @@ static int open_pressure(char *path, size_t len)
 	}
 	free(buf);
 	snprintf(path, len, "/proc/pressure/memory");
-	return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	fd = hpr__os->openat(AT_FDCWD, path, O_RDWR | O_NONBLOCK | O_CLOEXEC, 0);
+	if (fd < 0 && used < tlen)
+		snprintf(tried + used, tlen - used, "%s: %s", path, strerror(-fd));
+	return fd;
 }
 
-static void *reclaimer_main(void *arg)
+/*
+ * Open the pressure file and arm a "some" trigger on it, on the caller's
+ * thread, so hpr_create can report a trigger that cannot be armed: the
+ * caller asked for reclaim under pressure, and a region that silently does
+ * without it is not what it asked for.
+ */
+static int psi_arm(hpr_region *r, int *out)
 {
-	hpr_region *r = arg;
-	char trig[64], path[512];
-	struct pollfd pf[2];
+	char trig[64], path[512], tried[1200];
+	int fd = open_pressure(path, sizeof(path), tried, sizeof(tried));
 	bool ok;
-	int fd;
 
-	pthread_setname_np(pthread_self(), "hpr-reclaim");
-	fd = open_pressure(path, sizeof(path));
-	if (fd < 0) {
-		hpr__log(HPR_LOG_WARN, "region '%s': cannot open %s: %s", r->name, path,
-			 strerror(errno));
-		return NULL;
-	}
+	if (fd < 0)
+		return hpr__fail(fd == -EACCES || fd == -EPERM ? fd : -EOPNOTSUPP,
+				 "HPR_F_PSI_RECLAIM: cannot open a memory pressure file "
+				 "(%s): the process needs write access to its cgroup v2 "
+				 "memory.pressure or to /proc/pressure/memory (root, or "
+				 "the file's owner), or create the region without "
+				 "HPR_F_PSI_RECLAIM and call hpr_reclaim() yourself",
+				 tried);
 	snprintf(trig, sizeof(trig), "some %u 1000000", r->psi_stall_us);
 	ok = write(fd, trig, strlen(trig) + 1) >= 0;
 	if (!ok && errno == EINVAL) {
@@ -397,13 +581,36 @@ static void *reclaimer_main(void *arg)
 		ok = write(fd, trig, strlen(trig) + 1) >= 0;
 	}
 	if (!ok) {
-		hpr__log(HPR_LOG_WARN, "region '%s': PSI trigger '%s' on %s refused: %s",
-			 r->name, trig, path, strerror(errno));
-		close(fd);
-		return NULL;
+		int e = errno;
+
+		hpr__os->close(fd);
+		return hpr__fail(e == EACCES || e == EPERM ? -e : -EOPNOTSUPP,
+				 "HPR_F_PSI_RECLAIM: the kernel refused the PSI trigger "
+				 "'%s' on %s (%s): check psi_stall_us (at most 1 s per "
+				 "1 s window) and the process's rights on that file, or "
+				 "create the region without HPR_F_PSI_RECLAIM",
+				 trig, path, strerror(e));
 	}
 	hpr__log(HPR_LOG_INFO, "region '%s': reclaiming on memory pressure from %s (%s)",
 		 r->name, path, trig);
+	*out = fd;
+	return 0;
+}
+
+struct reclaimer_arg {
+	hpr_region *r;
+	int fd; /* the armed pressure file; the thread closes it */
+};
+
+static void *reclaimer_main(void *argp)
+{
+	struct reclaimer_arg *a = argp;
+	hpr_region *r = a->r;
+	struct pollfd pf[2];
+	int fd = a->fd;
+
+	free(a);
+	pthread_setname_np(pthread_self(), "hpr-reclaim");
 	pf[0].fd = fd;
 	pf[0].events = POLLPRI;
 	pf[1].fd = r->reclaimer_pipe[0];
@@ -420,30 +627,48 @@ static void *reclaimer_main(void *arg)
 		if (pf[0].revents & POLLPRI) {
 			size_t got = 0;
 
-			hpr_reclaim(r, 0, &got);
+			reclaim(r, 0, &got);
 			hpr__log(HPR_LOG_INFO, "region '%s': memory pressure, reclaimed %zu bytes",
 				 r->name, got);
 		}
 	}
-	close(fd);
+	hpr__os->close(fd);
 	return NULL;
 }
 
 int hpr__release_init(hpr_region *r)
 {
+	struct reclaimer_arg *a;
 	cpu_set_t cpus;
-	int rc;
+	int rc, fd = -1;
 
+	r->lazyq = calloc(1, sizeof(*r->lazyq));
+	if (!r->lazyq)
+		return hpr__fail(-ENOMEM, "hpr_create: out of memory");
+	pthread_mutex_init(&r->lazyq->mu, NULL);
 	if (!(r->flags & HPR_F_PSI_RECLAIM))
 		return 0;
 	if (!hpr__caps()->info.have_psi)
 		return hpr__fail(-EOPNOTSUPP, "HPR_F_PSI_RECLAIM: this kernel has no "
 					      "/proc/pressure/memory (boot with psi=1)");
-	if (pipe2(r->reclaimer_pipe, O_CLOEXEC))
-		return hpr__fail(-errno, "pipe: %s", strerror(errno));
-	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r,
+	rc = psi_arm(r, &fd);
+	if (rc)
+		return rc;
+	a = malloc(sizeof(*a));
+	if (!a || pipe2(r->reclaimer_pipe, O_CLOEXEC)) {
+		rc = a ? -errno : -ENOMEM;
+		free(a);
+		hpr__os->close(fd);
+		r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+		return hpr__fail(rc, "HPR_F_PSI_RECLAIM: %s", strerror(-rc));
+	}
+	a->r = r;
+	a->fd = fd;
+	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, a,
 			       hpr__numa_cpus(&r->numa, &cpus) ? NULL : &cpus, 0);
 	if (rc) {
+		free(a);
+		hpr__os->close(fd);
 		close(r->reclaimer_pipe[0]);
 		close(r->reclaimer_pipe[1]);
 		r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
@@ -460,5 +685,12 @@ void hpr__release_destroy(hpr_region *r)
 		pthread_join(r->reclaimer, NULL);
 		close(r->reclaimer_pipe[0]);
 		r->reclaimer_running = false;
+	}
+	if (r->lazyq) {
+		pthread_mutex_destroy(&r->lazyq->mu);
+		free(r->lazyq->e);
+		free((void *)r->lazyq->seq);
+		free(r->lazyq);
+		r->lazyq = NULL;
 	}
 }

@@ -670,6 +670,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	char hbuf[HPR__SNAP_HDR_SIZE];
 	int rc, dfd;
 
+	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_save: region is NULL");
 	if (flags & ~HPR_SNAP_ALL_)
@@ -893,6 +894,7 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 	size_t nchanged = 0;
 	int rc, dfd;
 
+	hpr__err_clear();
 	if (changed)
 		*changed = 0;
 	if (!r)

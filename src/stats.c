@@ -73,6 +73,7 @@ int hpr_stats(hpr_region *r, struct hpr_stats *st)
 	bool scanned;
 	int rc;
 
+	hpr__err_clear();
 	if (!r || !st)
 		return hpr__fail(-EINVAL, "hpr_stats: region or stats is NULL");
 	memset(st, 0, sizeof(*st));
@@ -111,6 +112,11 @@ int hpr_stats(hpr_region *r, struct hpr_stats *st)
 	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
 	st->collapsed_pages = atomic_load(&r->collapsed_pages);
 	st->snapshot_io = atomic_load(&r->snapshot_io);
+	st->requested = (int)r->requested;
+	if (r->requested != HPR_BACKEND_AUTO && r->requested != r->backend)
+		st->fallback |= HPR_FALLBACK_BACKEND;
+	if (r->degraded)
+		st->fallback |= HPR_FALLBACK_BASE_PAGES;
 	if (hpr__numa_residency(r->base, r->size, r->page_size, st->node_resident,
 				&st->nr_nodes))
 		st->nr_nodes = 0;

@@ -53,6 +53,9 @@ static void job_record_err(struct hpr__job *j, int rc, size_t idx)
 
 	(void)unused;
 	if (atomic_compare_exchange_strong(&j->err, &zero, rc)) {
+		/* the detail was recorded in this thread: the job carries it
+		 * to the caller's (read once every thread has left the job) */
+		hpr__err_save(rc, j->err_msg, sizeof(j->err_msg));
 		atomic_store(&j->err_idx, idx);
 	} else {
 		/* keep the lowest failing page: CAS loop on the index */
@@ -67,6 +70,9 @@ static void job_record_err(struct hpr__job *j, int rc, size_t idx)
 
 static void run_job(hpr_region *r, struct hpr__job *j)
 {
+	/* a worker's detail from an earlier job must not pass for this one's
+	 * (a page function may return an errno without recording words) */
+	hpr__err_clear();
 	for (;;) {
 		size_t b, e;
 
@@ -317,7 +323,7 @@ again:
 			/* wake a prefault_start waiting for the pool */
 			pthread_cond_broadcast(&p->done_cv);
 			pthread_mutex_unlock(&p->mu);
-			return atomic_load(&j.err);
+			return hpr__err_adopt(atomic_load(&j.err), j.err_msg);
 		}
 		pthread_mutex_unlock(&p->mu);
 	}
@@ -346,8 +352,10 @@ int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
 int hpr_fault_in(hpr_region *r, size_t off, size_t len)
 {
 	size_t first = 0, last = 0, i;
-	int rc = hpr__range(r, off, len, &first, &last);
+	int rc;
 
+	hpr__err_clear();
+	rc = hpr__range(r, off, len, &first, &last);
 	if (rc)
 		return rc;
 	hpr__partial_clear(r, off, len);
@@ -364,8 +372,10 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 {
 	struct hpr__pool *p;
 	size_t first = 0, last = 0;
-	int rc = hpr__range(r, off, len, &first, &last);
+	int rc;
 
+	hpr__err_clear();
+	rc = hpr__range(r, off, len, &first, &last);
 	if (rc)
 		return rc;
 	p = &r->pool;
@@ -399,6 +409,7 @@ int hpr_prefault_wait(hpr_region *r)
 	struct hpr__pool *p;
 	int rc;
 
+	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "region is NULL");
 	p = &r->pool;
@@ -411,6 +422,9 @@ int hpr_prefault_wait(hpr_region *r)
 		pthread_cond_wait(&p->done_cv, &p->mu);
 	p->async_active = false;
 	rc = atomic_load(&p->async.err);
+	/* the first error with the detail the job carried back from the
+	 * worker that hit it */
+	hpr__err_adopt(rc, p->async.err_msg);
 	pthread_mutex_unlock(&p->mu);
 	if (rc == -ECANCELED)
 		return hpr__fail(rc, "the background prefault of region '%s' was cancelled",
@@ -422,6 +436,7 @@ int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total)
 {
 	struct hpr__pool *p;
 
+	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "region is NULL");
 	p = &r->pool;
@@ -439,6 +454,7 @@ int hpr_prefault_cancel(hpr_region *r)
 	struct hpr__pool *p;
 	int zero = 0;
 
+	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "region is NULL");
 	p = &r->pool;

@@ -45,7 +45,7 @@ if [ -d $P ]; then
 	[ $need -lt 4 ] && need=4
 	if [ $need -le 1536 ]; then
 		expect 2 "hugetlb pool has $free free 2 MiB pages" -b hugetlb -m $((need * 2))M
-		expect 2 "raise /proc/sys/vm/nr_hugepages" -b hugetlb -m $((need * 2))M
+		expect 2 "raise the 2 MiB pool (echo" -b hugetlb -m $((need * 2))M
 	else
 		echo "FAIL: hugetlb pool has $free free pages; cannot ask for more than 3 GiB" >&2
 		fail=1

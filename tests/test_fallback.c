@@ -228,6 +228,50 @@ START_TEST(hugetlb_short_pool)
 }
 END_TEST
 
+/*
+ * HUGETLB + HPR_F_FALLBACK on a pool too short for the region: the region
+ * gets THP huge pages (a private one) or a shmem memfd made huge (a shared
+ * one), not base pages, and hpr_stats says it is not what was asked for.
+ * The region (1 TiB, never faulted whole) is larger than any pool, so the
+ * pool is only read; 32 MiB of it are faulted in and checked in smaps.
+ */
+static void expect_fallback_huge(unsigned flags, enum hpr_backend want, const char *label)
+{
+	struct hpr_config c;
+	struct hpr_stats st;
+	struct t_smaps k;
+	hpr_region *r;
+	int rc;
+
+	cfg(&c, HPR_BACKEND_HUGETLB, NULL, flags | HPR_F_FALLBACK);
+	c.size = 1024 * GiB;
+	rc = hpr_create(&c, &r);
+	ck_assert_msg(rc == 0, "%s: %s", label, hpr_strerror(rc));
+	ck_assert_int_eq(hpr_backend_of(r), want);
+	t_compact();
+	ck_assert_int_eq(hpr_fault_in(r, 0, REGION), 0);
+	ck_assert_int_eq(t_smaps(hpr_base(r), REGION, &k), 0);
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	printf("fallback %-40s backend=%s huge=%zu KiB of %zu KiB, fallback=%#x\n", label,
+	       hpr_backend_name(st.backend), kernel_huge(&k) >> 10, (size_t)REGION >> 10,
+	       st.fallback);
+	/* what was delivered: huge pages, as the kernel reports them */
+	ck_assert_uint_eq(k.hugetlb, 0);
+	ck_assert_msg(kernel_huge(&k) > 0, "%s: the fallback region got no huge page", label);
+	ck_assert_uint_eq(st.huge_mapped, kernel_huge(&k));
+	/* and what was asked for */
+	ck_assert_int_eq(st.requested, HPR_BACKEND_HUGETLB);
+	ck_assert_uint_eq(st.fallback, HPR_FALLBACK_BACKEND);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+
+START_TEST(hugetlb_fallback_is_huge)
+{
+	expect_fallback_huge(0, HPR_BACKEND_THP, "hugetlb -> thp");
+	expect_fallback_huge(HPR_F_SHARED, HPR_BACKEND_SHMEM, "hugetlb shared -> shmem memfd");
+}
+END_TEST
+
 /* ---- the same policy on fakes ---- */
 
 static struct hpr_os_ops fake;
@@ -301,7 +345,28 @@ START_TEST(fake_thp_never)
 	expect_refused(&c, -EOPNOTSUPP, THP_ENABLED);
 	cfg(&c, HPR_BACKEND_THP, NULL, 0);
 	expect_small(&c, HPR_BACKEND_THP, "thp, fake enabled=never");
-	fakes_off();
+	/* HUGETLB on a short pool with THP off: base pages, and stats say
+	 * both what changed and that the pages are base pages */
+	{
+		struct hpr_stats st;
+		hpr_region *r;
+
+		cfg(&c, HPR_BACKEND_HUGETLB, NULL, HPR_F_FALLBACK);
+		c.size = 1024 * GiB;
+		ck_assert_int_eq(hpr_create(&c, &r), 0);
+		ck_assert_int_eq(hpr_backend_of(r), HPR_BACKEND_THP);
+		ck_assert_int_eq(hpr_stats(r, &st), 0);
+		ck_assert_uint_eq(st.fallback, HPR_FALLBACK_BACKEND | HPR_FALLBACK_BASE_PAGES);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+		/* a region made as asked reports no fallback */
+		cfg(&c, HPR_BACKEND_THP, NULL, 0);
+		fakes_off();
+		ck_assert_int_eq(hpr_create(&c, &r), 0);
+		ck_assert_int_eq(hpr_stats(r, &st), 0);
+		ck_assert_int_eq(st.requested, HPR_BACKEND_THP);
+		ck_assert_uint_eq(st.fallback, 0);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+	}
 	/* the real kernel again: THP is allowed */
 	ck_assert_int_eq(hpr_probe(&pi), 0);
 	ck_assert_int_ne(pi.thp_enabled, HPR_THP_NEVER);
@@ -428,6 +493,7 @@ static Suite *suite(void)
 		{ "thp_never", thp_never },
 		{ "shmem_deny", shmem_deny },
 		{ "hugetlb_short_pool", hugetlb_short_pool },
+		{ "hugetlb_fallback_is_huge", hugetlb_fallback_is_huge },
 		{ "fake_thp_never", fake_thp_never },
 		{ "fake_mthp_never", fake_mthp_never },
 		{ "fake_collapse_fails", fake_collapse_fails },

@@ -808,6 +808,96 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/*
+ * Reclaim takes the oldest releases first, not the lowest offsets: pages
+ * released in the order 5, 2, 7, 0 are reclaimed 5 and 2 first, by
+ * hpr_reclaim and by the lazy budget. A shmem memfd: its release is a
+ * state change only, so what mincore shows gone is what reclaim punched.
+ */
+static bool resident(const hpr_region *r, size_t idx)
+{
+	unsigned char v;
+
+	ck_assert_int_eq(mincore((char *)hpr_base(r) + idx * 2 * MiB, 4096, &v), 0);
+	return v & 1;
+}
+
+static void release_in_order(hpr_region *r)
+{
+	static const size_t order[] = { 5, 2, 7, 0 };
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, hpr_size(r)), 0);
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_int_eq(hpr_release_lazy(r, order[i] * 2 * MiB, 2 * MiB), 0);
+}
+
+static void expect_reclaimed(const hpr_region *r, const char *how)
+{
+	for (size_t i = 0; i < 8; i++) {
+		bool gone = i == 5 || i == 2;
+
+		ck_assert_msg(resident(r, i) == !gone, "%s: page %zu is %s", how, i,
+			      gone ? "still resident" : "reclaimed");
+	}
+}
+
+/* Page first is the oldest release left and second the only other one:
+ * a one-page reclaim takes first, the next takes second. */
+static void reclaim_two(hpr_region *r, size_t first, size_t second)
+{
+	size_t got = 0;
+
+	ck_assert_int_eq(hpr_reclaim(r, 2 * MiB, &got), 0);
+	ck_assert_uint_eq(got, 2 * MiB);
+	ck_assert_msg(!resident(r, first), "page %zu, the oldest release, is resident", first);
+	ck_assert_msg(resident(r, second), "page %zu, released later, was reclaimed", second);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, 2 * MiB);
+	ck_assert(!resident(r, second));
+}
+
+START_TEST(reclaim_oldest_first)
+{
+	hpr_region *r = mk(W_SHMEM_MEMFD, 16 * MiB, 0, 0);
+	size_t got = 0;
+
+	release_in_order(r);
+	ck_assert_int_eq(hpr_reclaim(r, 4 * MiB, &got), 0);
+	ck_assert_uint_eq(got, 4 * MiB);
+	expect_reclaimed(r, "hpr_reclaim");
+	/* the rest, and a page reused then released again counts as new */
+	ck_assert_int_eq(hpr_fault_in(r, 0, 2 * MiB), 0);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, 2 * MiB), 0);
+	reclaim_two(r, 7, 0);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+
+	/* the lazy budget (two pages) reclaims in the same order */
+	r = mk(W_SHMEM_MEMFD, 16 * MiB, 0, 4 * MiB);
+	release_in_order(r);
+	expect_reclaimed(r, "lazy budget");
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* Many release/reuse cycles of one page with no reclaim in between: the
+ * FIFO drops the stale entries, and a reclaim then finds the page. */
+START_TEST(reclaim_after_churn)
+{
+	hpr_region *r = mk(W_SHMEM_MEMFD, 8 * MiB, 0, 0);
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, 8 * MiB), 0);
+	for (int i = 0; i < 10000; i++) {
+		ck_assert_int_eq(hpr_release_lazy(r, 2 * MiB, 2 * MiB), 0);
+		ck_assert_int_eq(hpr_fault_in(r, 2 * MiB, 2 * MiB), 0);
+	}
+	ck_assert_int_eq(hpr_release_lazy(r, 6 * MiB, 2 * MiB), 0);
+	ck_assert_int_eq(hpr_release_lazy(r, 2 * MiB, 2 * MiB), 0);
+	reclaim_two(r, 3, 1);
+	ck_assert(resident(r, 0));
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("release");
@@ -833,6 +923,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, psi_reclaimer_lifecycle);
 	tcase_add_test(tc, psi_watches_own_cgroup);
 	tcase_add_test(tc, bad_input);
+	tcase_add_test(tc, reclaim_oldest_first);
+	tcase_add_test(tc, reclaim_after_churn);
 	suite_add_tcase(s, tc);
 	return s;
 }

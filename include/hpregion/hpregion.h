@@ -55,9 +55,15 @@ enum hpr_numa_policy {
 	HPR_NUMA_PREFERRED,   /* first node of numa_nodes, spill elsewhere */
 };
 
-/* Flags for hpr_config.flags. Unknown bits are -EINVAL. */
+/*
+ * Flags for hpr_config.flags. Unknown bits are -EINVAL.
+ * HPR_F_FALLBACK: where huge pages can't be had the way asked, take another
+ * backend's (HUGETLB on a short pool: THP, or a shmem memfd when shared),
+ * then base pages; hpr_stats() .fallback says what was delivered.
+ * HPR_F_PSI_RECLAIM: hpr_create fails if the PSI trigger cannot be armed.
+ */
 #define HPR_F_SHARED (1u << 0)	       /* MAP_SHARED; hpr_fd() can be passed on */
-#define HPR_F_FALLBACK (1u << 1)       /* allow base pages where huge can't be had */
+#define HPR_F_FALLBACK (1u << 1)       /* allow another backend, then base pages */
 #define HPR_F_PREFAULT (1u << 2)       /* fault everything in before create returns */
 #define HPR_F_PREFAULT_ASYNC (1u << 3) /* start background prefault at create */
 #define HPR_F_LOCK (1u << 4)	       /* mlock the region (after prefault) */
@@ -113,13 +119,16 @@ static inline void hpr_config_init(struct hpr_config *cfg)
  * spaces, '/', \ ` $ [ ] or is "." or ".."), -ENOENT (path missing),
  * -ENOTDIR, -EACCES, -ENOMEM (hugetlb
  * pool or memory too small), -ENOSPC (mount's size= too small),
- * -EOPNOTSUPP (huge pages can't be had this way and no HPR_F_FALLBACK),
- * -E2BIG (config fields unknown to this library are set), or an error of
- * the prefault when HPR_F_PREFAULT is set. After a failure nothing is left
- * mapped, no file is left behind and hugetlb reservations are returned.
- * The backing file on path is created (O_EXCL, O_NOFOLLOW) relative to the
- * directory that was opened and checked, so a path component swapped
- * for a symlink meanwhile cannot move it off that mount.
+ * -EOPNOTSUPP (huge pages can't be had this way and no HPR_F_FALLBACK;
+ * HPR_F_PSI_RECLAIM and the kernel has no PSI or refuses the trigger),
+ * -EACCES/-EPERM (HPR_F_PSI_RECLAIM: no right to arm a trigger on the
+ * cgroup's memory.pressure or /proc/pressure/memory), -E2BIG (config
+ * fields unknown to this library are set), or an error of the prefault
+ * when HPR_F_PREFAULT is set. After a failure nothing is left mapped, no
+ * file is left behind (HPR_F_KEEP_FILE included) and hugetlb reservations
+ * are returned. The backing file on path is created (O_EXCL, O_NOFOLLOW)
+ * relative to the directory that was opened and checked, so a path
+ * component swapped for a symlink meanwhile cannot move it off that mount.
  */
 HPR_API int hpr_create(const struct hpr_config *cfg, hpr_region **out);
 
@@ -208,10 +217,25 @@ struct hpr_stats {
 	unsigned nr_nodes;	/* entries valid in node_resident */
 	size_t node_resident[HPR_MAX_NODES]; /* move_pages query per node */
 	int snapshot_io;	/* last save/load: 1 io_uring, 2 pread/pwrite */
-	uint64_t reserved_[16];
+	/* What was asked for and what was delivered (carved out of
+	 * reserved_: the struct keeps its size and layout). */
+	int requested;		/* enum hpr_backend the config asked for */
+	unsigned fallback;	/* HPR_FALLBACK_*: 0 when delivered as asked */
+	uint64_t reserved_[15];
 };
 #define HPR_IO_URING 1
 #define HPR_IO_PREADWRITE 2
+/*
+ * hpr_stats.fallback, how HPR_F_FALLBACK changed the region:
+ * HPR_FALLBACK_BACKEND     not the backend asked for (a short hugetlb pool
+ *                          gave THP, or a shmem memfd when shared);
+ * HPR_FALLBACK_BASE_PAGES  made on base pages: huge pages could not be had
+ *                          at all and none are attempted (no MADV_HUGEPAGE,
+ *                          no MADV_COLLAPSE).
+ * huge_mapped and small_mapped say how much is huge now, from the kernel.
+ */
+#define HPR_FALLBACK_BACKEND (1u << 0)
+#define HPR_FALLBACK_BASE_PAGES (1u << 1)
 
 /* Fill *st from the kernel and the library's counters. resident and
  * huge_mapped cover exactly the region's range: PAGEMAP_SCAN (Linux 6.7),
@@ -296,9 +320,12 @@ enum { HPR_SHMEM_ALWAYS, HPR_SHMEM_WITHIN_SIZE, HPR_SHMEM_ADVISE,
 
 HPR_API int hpr_probe(struct hpr_probe_info *info);
 
-/* Explain err (a negative errno from this library). When err is the last
- * error this thread got from the library, the text has that failure's
- * details (counts, paths, which knob to turn). Never NULL. */
+/* Explain err (a negative errno from this library). When err is what this
+ * thread's latest call into the library returned, the text has that
+ * failure's details (counts, paths, which knob to turn), including those
+ * of a failure on one of the region's worker threads; each call that can
+ * fail starts by forgetting the previous call's details, so they are never
+ * an earlier call's. Never NULL. */
 HPR_API const char *hpr_strerror(int err);
 HPR_API const char *hpr_version(void);
 
