@@ -97,13 +97,87 @@ struct hpr_pm_scan_arg {
 #define HPR_PAGEMAP_SCAN _IOWR('f', 16, struct hpr_pm_scan_arg)
 #define HPR_PAGE_IS_HUGE (1ULL << 6)
 
+/*
+ * /proc/self/pagemap, opened once per process: an open pagemap fd walks the
+ * page tables of the mm that opened it (fs/proc/task_mmu.c takes the mm at
+ * open), so a forked child that used its parent's fd read the parent's
+ * pages. The fd is tagged with the pid that opened it; a process that finds
+ * another pid's fd (a fork, also a raw clone() that ran no atfork handler)
+ * closes it and opens its own.
+ */
 static int pagemap_fd = -1;
-static pthread_once_t pagemap_once = PTHREAD_ONCE_INIT;
+static _Atomic pid_t pagemap_pid;
+static pthread_mutex_t pagemap_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void pagemap_open(void)
+static int pagemap_get(void)
 {
-	if (hpr__caps()->info.have_pagemap_scan)
-		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	pid_t me = getpid();
+
+	if (atomic_load_explicit(&pagemap_pid, memory_order_acquire) == me)
+		return pagemap_fd;
+	pthread_mutex_lock(&pagemap_mu);
+	if (atomic_load(&pagemap_pid) != me) {
+		if (pagemap_fd >= 0)
+			close(pagemap_fd); /* our copy of another mm's fd */
+		pagemap_fd = -1;
+		if (hpr__caps()->info.have_pagemap_scan)
+			pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		atomic_store_explicit(&pagemap_pid, me, memory_order_release);
+	}
+	pthread_mutex_unlock(&pagemap_mu);
+	return pagemap_fd;
+}
+
+void hpr__fault_atfork(int phase)
+{
+	size_t n = hpr__slot_count();
+
+	if (phase == HPR__FORK_PREPARE) {
+		pthread_mutex_lock(&pagemap_mu);
+		for (size_t i = 0; i < n; i++)
+			pthread_mutex_lock(&slots[i].mu);
+		return;
+	}
+	if (phase == HPR__FORK_PARENT) {
+		for (size_t i = n; i-- > 0;)
+			pthread_mutex_unlock(&slots[i].mu);
+		pthread_mutex_unlock(&pagemap_mu);
+		return;
+	}
+	/* child: the waiters counted in the condvars are other threads */
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_init(&slots[i].mu, NULL);
+		pthread_cond_init(&slots[i].cv, NULL);
+	}
+	pthread_mutex_init(&pagemap_mu, NULL);
+	if (pagemap_fd >= 0)
+		close(pagemap_fd);
+	pagemap_fd = -1;
+	atomic_store(&pagemap_pid, 0);
+}
+
+void hpr__fault_table_child(hpr_region *r)
+{
+	size_t present = 0, lazy = 0;
+
+	if (!r->state)
+		return;
+	/* A page in a transition belonged to a parent thread that does not
+	 * exist here: whatever it was doing (populate, release, reclaim,
+	 * collapse) is half done or not done in this copy. ABSENT is the
+	 * one state that is safe for all of them: hpr_fault_in populates it
+	 * again (keeping what it holds), hpr_save asks the kernel whether it
+	 * is resident, hpr_reclaim leaves it alone. */
+	for (size_t i = 0; i < r->npages; i++) {
+		uint8_t st = atomic_load_explicit(&r->state[i], memory_order_relaxed);
+
+		if (st == HPR_PS_FAULTING || st == HPR_PS_BUSY)
+			atomic_store_explicit(&r->state[i], HPR_PS_ABSENT, memory_order_relaxed);
+		present += st == HPR_PS_PRESENT;
+		lazy += st == HPR_PS_LAZY;
+	}
+	atomic_store(&r->present_pages, present);
+	atomic_store(&r->lazy_pages, lazy);
 }
 
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
@@ -113,9 +187,10 @@ int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
 	uint64_t huge = 0;
 	uint64_t start = (uintptr_t)addr, end = start + len;
 
+	int fd = pagemap_get();
+
 	(void)r;
-	pthread_once(&pagemap_once, pagemap_open);
-	if (pagemap_fd < 0)
+	if (fd < 0)
 		return -EOPNOTSUPP;
 	while (start < end) {
 		long n;
@@ -128,7 +203,7 @@ int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
 		a.vec_len = 16;
 		a.category_mask = HPR_PAGE_IS_HUGE;
 		a.return_mask = HPR_PAGE_IS_HUGE;
-		n = ioctl(pagemap_fd, HPR_PAGEMAP_SCAN, &a);
+		n = ioctl(fd, HPR_PAGEMAP_SCAN, &a);
 		if (n < 0)
 			return -errno;
 		for (long i = 0; i < n; i++)

@@ -102,10 +102,15 @@ struct hpr__pool {
 	unsigned job_workers;	/* workers with id < this take part in job */
 	struct hpr__job async;	/* storage for the background job */
 	bool async_active;	/* async job submitted and not yet waited */
+	bool async_forked;     /* the async job was the parent's: cut off by fork */
 	int async_result;
 };
 
 int hpr__pool_init(hpr_region *r);
+/* fork.c's handlers for the pool: lock it (PREPARE), unlock it (PARENT), or
+ * make it threadless and idle (CHILD; an async job of the parent's ends
+ * there as -ECANCELED). */
+void hpr__pool_atfork(hpr_region *r, int phase);
 /* Start a library thread with every asynchronous signal blocked, pinned to
  * cpus (a cpu_set_t from hpr__numa_cpus(); NULL: not pinned) rather than
  * the starter's affinity. stack 0: the default size. Returns 0 or -errno. */
@@ -143,6 +148,11 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 int hpr__populate_page(hpr_region *r, size_t idx);
 /* Test hook: serialize every page on one lock (bench: global-mutex mode). */
 void hpr__fault_set_global_lock(bool on);
+/* fork.c's handlers for the slot table and the pagemap fd. */
+void hpr__fault_atfork(int phase);
+/* In a forked child: pages that were in a transition (FAULTING, BUSY) on
+ * a parent thread become ABSENT, and the page counters are recounted. */
+void hpr__fault_table_child(hpr_region *r);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
@@ -150,9 +160,23 @@ int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
 /* ---- release.c ---- */
 int hpr__release_init(hpr_region *r);
 void hpr__release_destroy(hpr_region *r);
+/* fork.c's handlers for the reclaimer (CHILD: it is gone; its fds are
+ * closed and it starts again at the child's next hpr_release_lazy). */
+void hpr__release_atfork(hpr_region *r, int phase);
 /* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE). */
 int hpr__discard_page(hpr_region *r, size_t idx);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
+
+/* ---- fork.c ---- */
+enum { HPR__FORK_PREPARE, HPR__FORK_PARENT, HPR__FORK_CHILD };
+/* Track a live region for the fork handlers (installed on first use). */
+void hpr__fork_register(hpr_region *r);
+void hpr__fork_unregister(hpr_region *r);
+/* 0, or -ENXIO with advice when r is a private file-backed region that this
+ * forked child did not inherit (MADV_DONTFORK): only hpr_destroy is valid. */
+int hpr__region_mapped(const hpr_region *r);
+/* probe.c: the probe cache's lock across fork */
+void hpr__probe_atfork(int phase);
 
 /* ---- stats.c ---- */
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);
@@ -198,13 +222,19 @@ struct hpr_region {
 	_Atomic size_t fault_err_off;
 	_Atomic int snapshot_io;
 
+	/* fork: the live-region list, and what a child inherited */
+	hpr_region *fork_prev, *fork_next;
+	bool not_mapped; /* a forked child: the mapping was MADV_DONTFORK */
+
 	/* lazy release / reclaim */
 	size_t lazy_budget;
 	unsigned psi_stall_us;
 	pthread_t reclaimer;
 	bool reclaimer_running;
+	_Atomic bool reclaimer_restart; /* a forked child starts it again on demand */
 	int reclaimer_pipe[2];
-	pthread_mutex_t rel_mu; /* batches MADV_FREE */
+	int psi_fd;		/* the reclaimer's trigger fd, or -1 (under rel_mu) */
+	pthread_mutex_t rel_mu; /* the reclaimer's start, stop and fds */
 };
 
 static inline size_t hpr__page_off(const hpr_region *r, size_t idx)

@@ -285,6 +285,16 @@ const struct hpr__caps *hpr__caps(void)
 	return &caps;
 }
 
+void hpr__probe_atfork(int phase)
+{
+	if (phase == HPR__FORK_PREPARE)
+		pthread_mutex_lock(&caps_mu);
+	else if (phase == HPR__FORK_PARENT)
+		pthread_mutex_unlock(&caps_mu);
+	else
+		pthread_mutex_init(&caps_mu, NULL);
+}
+
 void hpr__probe_reset(void)
 {
 	atomic_store(&caps_valid, false);

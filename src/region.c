@@ -118,6 +118,7 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	pthread_mutex_init(&r->rel_mu, NULL);
 	atomic_store(&r->fault_err_off, (size_t)-1);
 	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+	r->psi_fd = -1;
 	hpr__pool_init(r);
 
 	rc = hpr__numa_setup(&r->numa, c.numa_policy, c.numa_nodes);
@@ -164,6 +165,7 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 		if (rc)
 			goto fail;
 	}
+	hpr__fork_register(r);
 	*out = r;
 	return 0;
 
@@ -192,6 +194,7 @@ int hpr_destroy(hpr_region *r)
 
 	if (!r)
 		return 0;
+	hpr__fork_unregister(r);
 	hpr__pool_destroy(r);
 	hpr__release_destroy(r);
 	if (r->locked)

@@ -38,6 +38,8 @@
 
 #define PARTIAL_WORDS 8 /* 512 bits */
 
+static int reclaimer_restart(hpr_region *r);
+
 static size_t chunk_size(const hpr_region *r)
 {
 	return r->page_size / 512;
@@ -169,6 +171,8 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_release_lazy: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (off > r->size || len > r->size - off)
 		return hpr__fail(-EINVAL,
 				 "hpr_release_lazy: range [%#zx, +%#zx) is outside "
@@ -182,6 +186,11 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 				 r->name);
 	if (!len)
 		return 0;
+	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
+		rc = reclaimer_restart(r);
+		if (rc)
+			return rc;
+	}
 	end = off + len;
 	first = (off + r->page_size - 1) >> r->page_shift;
 	last = end >> r->page_shift;
@@ -306,6 +315,8 @@ int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 		*reclaimed = 0;
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_reclaim: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	for (size_t i = 0; i < r->npages; i++) {
 		int e;
 
@@ -364,6 +375,15 @@ static int open_pressure(char *path, size_t len)
 	return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 }
 
+static void psi_close(hpr_region *r)
+{
+	pthread_mutex_lock(&r->rel_mu);
+	if (r->psi_fd >= 0)
+		close(r->psi_fd);
+	r->psi_fd = -1;
+	pthread_mutex_unlock(&r->rel_mu);
+}
+
 static void *reclaimer_main(void *arg)
 {
 	hpr_region *r = arg;
@@ -373,7 +393,12 @@ static void *reclaimer_main(void *arg)
 	int fd;
 
 	pthread_setname_np(pthread_self(), "hpr-reclaim");
+	/* under rel_mu so a fork never sees an fd that is open but not yet
+	 * in r->psi_fd (the child closes its copy) */
+	pthread_mutex_lock(&r->rel_mu);
 	fd = open_pressure(path, sizeof(path));
+	r->psi_fd = fd;
+	pthread_mutex_unlock(&r->rel_mu);
 	if (fd < 0) {
 		hpr__log(HPR_LOG_WARN, "region '%s': cannot open %s: %s", r->name, path,
 			 strerror(errno));
@@ -392,7 +417,7 @@ static void *reclaimer_main(void *arg)
 	if (!ok) {
 		hpr__log(HPR_LOG_WARN, "region '%s': PSI trigger '%s' on %s refused: %s",
 			 r->name, trig, path, strerror(errno));
-		close(fd);
+		psi_close(r);
 		return NULL;
 	}
 	hpr__log(HPR_LOG_INFO, "region '%s': reclaiming on memory pressure from %s (%s)",
@@ -418,20 +443,15 @@ static void *reclaimer_main(void *arg)
 				 r->name, got);
 		}
 	}
-	close(fd);
+	psi_close(r);
 	return NULL;
 }
 
-int hpr__release_init(hpr_region *r)
+static int reclaimer_start(hpr_region *r)
 {
 	cpu_set_t cpus;
 	int rc;
 
-	if (!(r->flags & HPR_F_PSI_RECLAIM))
-		return 0;
-	if (!hpr__caps()->info.have_psi)
-		return hpr__fail(-EOPNOTSUPP, "HPR_F_PSI_RECLAIM: this kernel has no "
-					      "/proc/pressure/memory (boot with psi=1)");
 	if (pipe2(r->reclaimer_pipe, O_CLOEXEC))
 		return hpr__fail(-errno, "pipe: %s", strerror(errno));
 	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r,
@@ -444,6 +464,59 @@ int hpr__release_init(hpr_region *r)
 	}
 	r->reclaimer_running = true;
 	return 0;
+}
+
+int hpr__release_init(hpr_region *r)
+{
+	r->psi_fd = -1;
+	if (!(r->flags & HPR_F_PSI_RECLAIM))
+		return 0;
+	if (!hpr__caps()->info.have_psi)
+		return hpr__fail(-EOPNOTSUPP, "HPR_F_PSI_RECLAIM: this kernel has no "
+					      "/proc/pressure/memory (boot with psi=1)");
+	return reclaimer_start(r);
+}
+
+void hpr__release_atfork(hpr_region *r, int phase)
+{
+	if (phase == HPR__FORK_PREPARE) {
+		pthread_mutex_lock(&r->rel_mu);
+		return;
+	}
+	if (phase == HPR__FORK_PARENT) {
+		pthread_mutex_unlock(&r->rel_mu);
+		return;
+	}
+	/* child: the reclaimer thread is the parent's; close our copies of
+	 * its fds (the trigger stays armed for the parent's copy) */
+	pthread_mutex_init(&r->rel_mu, NULL);
+	if (!r->reclaimer_running)
+		return;
+	if (r->psi_fd >= 0)
+		close(r->psi_fd);
+	r->psi_fd = -1;
+	close(r->reclaimer_pipe[0]);
+	close(r->reclaimer_pipe[1]);
+	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+	r->reclaimer_running = false;
+	r->reclaimer_restart = true;
+}
+
+/* A forked child's reclaimer starts again when the child releases (its
+ * first hpr_release_lazy), not in the fork handler: a child that only
+ * reads, or execs, gets no thread. */
+static int reclaimer_restart(hpr_region *r)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&r->rel_mu);
+	if (r->reclaimer_restart && !r->reclaimer_running) {
+		rc = reclaimer_start(r);
+		if (!rc)
+			r->reclaimer_restart = false;
+	}
+	pthread_mutex_unlock(&r->rel_mu);
+	return rc;
 }
 
 void hpr__release_destroy(hpr_region *r)

@@ -695,6 +695,8 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_save: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (flags & ~HPR_SNAP_ALL_)
 		return hpr__fail(-EINVAL, "hpr_save: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
 	rc = check_fd("hpr_save", fd, true, &st);
@@ -920,6 +922,8 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		*changed = 0;
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_load: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (flags & ~HPR_SNAP_ALL_)
 		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
 	rc = check_fd("hpr_load", fd, false, &st);

@@ -69,6 +69,8 @@ int hpr_stats(hpr_region *r, struct hpr_stats *st)
 
 	if (!r || !st)
 		return hpr__fail(-EINVAL, "hpr_stats: region or stats is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	memset(st, 0, sizeof(*st));
 	rc = hpr__smaps_range((uintptr_t)r->base, (uintptr_t)r->base + r->size, &s);
 	if (rc)

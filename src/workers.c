@@ -249,6 +249,40 @@ void hpr__pool_destroy(hpr_region *r)
 	pthread_cond_destroy(&p->done_cv);
 }
 
+void hpr__pool_atfork(hpr_region *r, int phase)
+{
+	struct hpr__pool *p = &r->pool;
+
+	if (phase == HPR__FORK_PREPARE) {
+		pthread_mutex_lock(&p->mu);
+		return;
+	}
+	if (phase == HPR__FORK_PARENT) {
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
+	/* child: none of the workers exists here, nor any thread that was
+	 * inside a synchronous job; condvars may count waiters that are gone */
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	free(p->threads);
+	p->threads = NULL;
+	p->nthreads = 0;
+	p->started = false; /* pool_start runs again on demand */
+	p->stopping = false;
+	p->job = NULL;
+	if (p->async_active && !p->async.finished) {
+		int zero = 0;
+
+		atomic_compare_exchange_strong(&p->async.err, &zero, -ECANCELED);
+		atomic_store(&p->async.cancel, true);
+		atomic_store(&p->async.running, 0);
+		p->async.finished = true;
+		p->async_forked = true;
+	}
+}
+
 static void job_init(struct hpr__job *j, hpr_region *r, hpr__page_fn fn,
 		     void *arg, size_t first, size_t last)
 {
@@ -334,6 +368,8 @@ int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
 {
 	if (!r)
 		return hpr__fail(-EINVAL, "region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (off > r->size || len > r->size - off)
 		return hpr__fail(-EINVAL,
 				 "range [%#zx, +%#zx) is outside region '%s' of %#zx bytes",
@@ -384,6 +420,7 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 		return rc ? rc : hpr__fail(-EAGAIN, "no worker thread could be started");
 	}
 	job_init(&p->async, r, hpr__fault_page, NULL, first, last);
+	p->async_forked = false;
 	atomic_store(&p->async.running, p->nthreads);
 	p->job_workers = p->nthreads;
 	p->async_active = true;
@@ -397,6 +434,7 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 int hpr_prefault_wait(hpr_region *r)
 {
 	struct hpr__pool *p;
+	bool forked;
 	int rc;
 
 	if (!r)
@@ -411,7 +449,14 @@ int hpr_prefault_wait(hpr_region *r)
 		pthread_cond_wait(&p->done_cv, &p->mu);
 	p->async_active = false;
 	rc = atomic_load(&p->async.err);
+	forked = p->async_forked;
 	pthread_mutex_unlock(&p->mu);
+	if (rc == -ECANCELED && forked)
+		return hpr__fail(rc,
+				 "the background prefault of region '%s' was running in the "
+				 "parent when this process was forked; a child does not "
+				 "inherit it: hpr_fault_in() or hpr_prefault_start() here",
+				 r->name);
 	if (rc == -ECANCELED)
 		return hpr__fail(rc, "the background prefault of region '%s' was cancelled",
 				 r->name);

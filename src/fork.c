@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fork(2): what a child inherits, and the pthread_atfork handlers that make
+ * it consistent.
+ *
+ * A fork copies the memory of one thread's process and none of its other
+ * threads. So a child inherits every lock another thread held at that
+ * instant (held for ever: its owner does not exist there), condition
+ * variables with waiters that do not exist, worker pools whose threads do
+ * not exist, jobs nobody will finish, fault-table pages stuck FAULTING or
+ * BUSY, and the parent's kernel handles (an fd on /proc/self/pagemap
+ * describes the mm that opened it, not the child's).
+ *
+ * prepare (in the parent, before the fork): take every library lock, in
+ * the one order the rest of the library never inverts: the region list,
+ * then per region its pool lock, reclaimer lock and partial-release lock,
+ * then the leaf locks (pagemap, the fault slots, the probe cache). No
+ * state is mid-update under a lock across the fork.
+ * parent: release them. child: re-initialise them (and the condition
+ * variables), then per region: the pool is empty and idle (workers start
+ * again on demand), a background prefault of the parent's has ended with
+ * -ECANCELED, the reclaimer's fds are closed (it starts again at the next
+ * hpr_release_lazy), pages in flight on a parent thread are ABSENT, and a
+ * region whose mapping was not inherited (private shmem/hugetlb are
+ * MADV_DONTFORK) refuses everything but hpr_destroy. The child's handler
+ * starts no thread and its only syscalls are close()s of inherited fds, so
+ * a child that only execs pays little more than a walk over the fault
+ * tables.
+ *
+ * The contract for callers is in hpregion.h ("fork") and hpregion(7).
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+static pthread_mutex_t regs_mu = PTHREAD_MUTEX_INITIALIZER;
+static hpr_region *regs; /* live regions, under regs_mu */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&regs_mu);
+	for (hpr_region *r = regs; r; r = r->fork_next) {
+		hpr__pool_atfork(r, HPR__FORK_PREPARE);
+		hpr__release_atfork(r, HPR__FORK_PREPARE);
+		pthread_mutex_lock(&r->partial_mu);
+	}
+	hpr__fault_atfork(HPR__FORK_PREPARE);
+	hpr__probe_atfork(HPR__FORK_PREPARE);
+}
+
+static void fork_parent(void)
+{
+	hpr__probe_atfork(HPR__FORK_PARENT);
+	hpr__fault_atfork(HPR__FORK_PARENT);
+	for (hpr_region *r = regs; r; r = r->fork_next) {
+		pthread_mutex_unlock(&r->partial_mu);
+		hpr__release_atfork(r, HPR__FORK_PARENT);
+		hpr__pool_atfork(r, HPR__FORK_PARENT);
+	}
+	pthread_mutex_unlock(&regs_mu);
+}
+
+static void fork_child(void)
+{
+	hpr__probe_atfork(HPR__FORK_CHILD);
+	hpr__fault_atfork(HPR__FORK_CHILD);
+	for (hpr_region *r = regs; r; r = r->fork_next) {
+		pthread_mutex_init(&r->partial_mu, NULL);
+		hpr__release_atfork(r, HPR__FORK_CHILD);
+		hpr__pool_atfork(r, HPR__FORK_CHILD);
+		hpr__fault_table_child(r);
+		/* mlock is not inherited (fork(2)) */
+		r->locked = false;
+		if (r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_SHARED)) {
+			/* MADV_DONTFORK (backend.c): the range is free here
+			 * and may be mapped again by anyone; never touch it */
+			r->not_mapped = true;
+			r->base = NULL;
+		}
+	}
+	pthread_mutex_init(&regs_mu, NULL);
+}
+
+static void atfork_install(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void hpr__fork_register(hpr_region *r)
+{
+	pthread_once(&atfork_once, atfork_install);
+	pthread_mutex_lock(&regs_mu);
+	r->fork_prev = NULL;
+	r->fork_next = regs;
+	if (regs)
+		regs->fork_prev = r;
+	regs = r;
+	pthread_mutex_unlock(&regs_mu);
+}
+
+void hpr__fork_unregister(hpr_region *r)
+{
+	pthread_mutex_lock(&regs_mu);
+	if (r->fork_prev)
+		r->fork_prev->fork_next = r->fork_next;
+	else if (regs == r)
+		regs = r->fork_next;
+	if (r->fork_next)
+		r->fork_next->fork_prev = r->fork_prev;
+	r->fork_prev = r->fork_next = NULL;
+	pthread_mutex_unlock(&regs_mu);
+}
+
+int hpr__region_mapped(const hpr_region *r)
+{
+	if (!r->not_mapped)
+		return 0;
+	return hpr__fail(-ENXIO,
+			 "region '%s' is private %s memory, which a forked child does not "
+			 "inherit (MADV_DONTFORK): here only hpr_destroy() is valid on it; "
+			 "create it with HPR_F_SHARED to share it with children",
+			 r->name, hpr_backend_name(r->backend));
+}
