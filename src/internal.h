@@ -102,7 +102,7 @@ struct hpr__pool {
 	unsigned job_workers;	/* workers with id < this take part in job */
 	struct hpr__job async;	/* storage for the background job */
 	bool async_active;	/* async job submitted and not yet waited */
-	bool async_forked;     /* the async job was the parent's: cut off by fork */
+	bool async_forked;	/* the async job was the parent's: cut off by fork */
 	int async_result;
 };
 
