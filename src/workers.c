@@ -406,14 +406,23 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 		return rc;
 	p = &r->pool;
 	pthread_mutex_lock(&p->mu);
-	if (p->async_active) {
-		pthread_mutex_unlock(&p->mu);
-		return hpr__fail(-EBUSY, "region '%s' already has a background prefault: "
+	/* The check is made again after every wait: the wait drops the lock,
+	 * and another hpr_prefault_start may have taken the pool meanwhile
+	 * (two callers both waiting here used to both start, the second
+	 * overwriting the first's job). */
+	for (;;) {
+		if (p->async_active) {
+			pthread_mutex_unlock(&p->mu);
+			return hpr__fail(-EBUSY,
+					 "region '%s' already has a background prefault: "
 					 "hpr_prefault_wait() or hpr_prefault_cancel() first",
-				 r->name);
-	}
-	while (p->job) /* a synchronous job is finishing */
+					 r->name);
+		}
+		if (!p->job)
+			break;
+		/* a synchronous job is finishing */
 		pthread_cond_wait(&p->done_cv, &p->mu);
+	}
 	rc = pool_start(r);
 	if (rc || !p->nthreads) {
 		pthread_mutex_unlock(&p->mu);
