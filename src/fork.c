@@ -22,8 +22,9 @@
  * -ECANCELED, the reclaimer's fds are closed (it starts again at the next
  * hpr_release_lazy), pages in flight on a parent thread are ABSENT, and a
  * region whose mapping was not inherited (private shmem/hugetlb are
- * MADV_DONTFORK) refuses everything but hpr_destroy. The child's handler
- * starts no thread and its only syscalls are close()s of inherited fds, so
+ * MADV_DONTFORK) refuses everything but hpr_destroy. Tracked kernel
+ * handles (the snapshot's io_uring rings) are closed. The child's handler
+ * starts no thread and its only syscalls close or unmap inherited handles, so
  * a child that only execs pays little more than a walk over the fault
  * tables.
  *
@@ -36,7 +37,8 @@
 #include <pthread.h>
 
 static pthread_mutex_t regs_mu = PTHREAD_MUTEX_INITIALIZER;
-static hpr_region *regs; /* live regions, under regs_mu */
+static hpr_region *regs;		 /* live regions, under regs_mu */
+static struct hpr__fork_handle *handles; /* kernel handles, under regs_mu */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void)
@@ -81,6 +83,14 @@ static void fork_child(void)
 			r->base = NULL;
 		}
 	}
+	for (struct hpr__fork_handle *h = handles; h;) {
+		struct hpr__fork_handle *next = h->next;
+
+		h->prev = h->next = NULL;
+		h->close(h);
+		h = next;
+	}
+	handles = NULL;
 	pthread_mutex_init(&regs_mu, NULL);
 }
 
@@ -112,6 +122,37 @@ void hpr__fork_unregister(hpr_region *r)
 		r->fork_next->fork_prev = r->fork_prev;
 	r->fork_prev = r->fork_next = NULL;
 	pthread_mutex_unlock(&regs_mu);
+}
+
+void hpr__fork_lock(void)
+{
+	pthread_once(&atfork_once, atfork_install);
+	pthread_mutex_lock(&regs_mu);
+}
+
+void hpr__fork_unlock(void)
+{
+	pthread_mutex_unlock(&regs_mu);
+}
+
+void hpr__fork_handle_add(struct hpr__fork_handle *h)
+{
+	h->prev = NULL;
+	h->next = handles;
+	if (handles)
+		handles->prev = h;
+	handles = h;
+}
+
+void hpr__fork_handle_del(struct hpr__fork_handle *h)
+{
+	if (h->prev)
+		h->prev->next = h->next;
+	else if (handles == h)
+		handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	h->prev = h->next = NULL;
 }
 
 int hpr__region_mapped(const hpr_region *r)

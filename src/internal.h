@@ -175,6 +175,22 @@ void hpr__fork_unregister(hpr_region *r);
 /* 0, or -ENXIO with advice when r is a private file-backed region that this
  * forked child did not inherit (MADV_DONTFORK): only hpr_destroy is valid. */
 int hpr__region_mapped(const hpr_region *r);
+/*
+ * A per-process kernel handle that a forked child must not keep (an
+ * io_uring ring: its fd and mappings would keep the parent's ring, and the
+ * buffers registered with it, alive for as long as the child lives). Add
+ * it when it is made and delete it when it is freed, both between
+ * hpr__fork_lock() and hpr__fork_unlock(), so a fork sees it either not
+ * yet made or tracked; a child calls its close() and forgets it.
+ */
+struct hpr__fork_handle {
+	struct hpr__fork_handle *prev, *next;
+	void (*close)(struct hpr__fork_handle *h);
+};
+void hpr__fork_lock(void);
+void hpr__fork_unlock(void);
+void hpr__fork_handle_add(struct hpr__fork_handle *h);
+void hpr__fork_handle_del(struct hpr__fork_handle *h);
 /* probe.c: the probe cache's lock across fork */
 void hpr__probe_atfork(int phase);
 

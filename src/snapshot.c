@@ -88,6 +88,7 @@ struct snap_io { /* one chunk in flight */
 
 struct snap_ctx {
 	struct io_uring ring;
+	struct hpr__fork_handle fh; /* a forked child closes the ring */
 	bool has_ring, reg;
 	unsigned inflight;
 	struct snap_io io[SNAP_QD];
@@ -143,15 +144,29 @@ static int op_fail(struct snap_op *op, int err, const char *fmt, ...)
 	return err;
 }
 
+/* In a forked child: the parent's ring (its fd and mappings) goes. */
+static void ring_child_close(struct hpr__fork_handle *h)
+{
+	struct snap_ctx *c = (struct snap_ctx *)((char *)h - offsetof(struct snap_ctx, fh));
+
+	io_uring_queue_exit(&c->ring);
+	c->has_ring = false;
+}
+
 static void ctx_init(struct snap_op *op, struct snap_ctx *c)
 {
 	memset(c, 0, sizeof(*c));
 	if (!op->uring)
 		return;
+	hpr__fork_lock();
 	if (io_uring_queue_init(SNAP_QD * 2, &c->ring, 0) < 0) {
+		hpr__fork_unlock();
 		atomic_store(&op->fell_back, true);
 		return;
 	}
+	c->fh.close = ring_child_close;
+	hpr__fork_handle_add(&c->fh);
+	hpr__fork_unlock();
 	c->has_ring = true;
 	if (!op->nreg)
 		return;
@@ -165,8 +180,12 @@ static void ctx_init(struct snap_op *op, struct snap_ctx *c)
 
 static void ctx_fini(struct snap_ctx *c)
 {
-	if (c->has_ring)
+	if (c->has_ring) {
+		hpr__fork_lock();
+		hpr__fork_handle_del(&c->fh);
 		io_uring_queue_exit(&c->ring); /* unregisters (unpins) too */
+		hpr__fork_unlock();
+	}
 	c->has_ring = false;
 	free(c->reg_page);
 	c->reg_page = NULL;

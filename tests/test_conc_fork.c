@@ -386,16 +386,42 @@ END_TEST
 struct saver {
 	hpr_region *r;
 	int fd, rc;
-	_Atomic bool started;
+	_Atomic bool done;
 };
 
 static void *save_main(void *arg)
 {
 	struct saver *s = arg;
 
-	atomic_store(&s->started, true);
 	s->rc = hpr_save(s->r, s->fd, 0);
+	atomic_store(&s->done, true);
 	return NULL;
+}
+
+/* io_uring fds and ring mappings this process holds */
+static int uring_handles(void)
+{
+	char path[64], link[256], line[512];
+	int n = 0;
+	FILE *f;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		ssize_t got;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		got = readlink(path, link, sizeof(link) - 1);
+		if (got > 0) {
+			link[got] = 0;
+			n += strstr(link, "io_uring") != NULL;
+		}
+	}
+	f = fopen("/proc/self/maps", "r");
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			n += strstr(line, "io_uring") != NULL;
+		fclose(f);
+	}
+	return n;
 }
 
 static int tmpfile_on_disk(void)
@@ -422,7 +448,8 @@ START_TEST(fork_during_save)
 	fill(b, 0, size, 1);
 	s.fd = tmpfile_on_disk();
 	ck_assert_int_eq(pthread_create(&th, NULL, save_main, &s), 0);
-	while (!atomic_load(&s.started))
+	/* fork while the save's rings exist (unless it is over already) */
+	while (!atomic_load(&s.done) && !uring_handles())
 		sched_yield();
 	fflush(NULL);
 	pid = fork();
@@ -435,6 +462,10 @@ START_TEST(fork_during_save)
 		int fd;
 
 		alarm(CHILD_ALARM);
+		/* the parent's rings are not the child's: kept, they would
+		 * keep the parent's registered (pinned) pages */
+		C_REQ(uring_handles() == 0, "the child holds %d io_uring fds or mappings",
+		      uring_handles());
 		/* the inherited region holds the parent's bytes at the fork */
 		C_OK(hpr_fault_in(r, 0, size));
 		C_REQ(bad_page(b, 0, size, 1) == (size_t)-1, "inherited bytes differ");
