@@ -131,25 +131,15 @@ static int pagemap_get(void)
 void hpr__fault_atfork(int phase)
 {
 	size_t n = hpr__slot_count();
+	bool child = hpr__fork_mutex(&pagemap_mu, phase);
 
-	if (phase == HPR__FORK_PREPARE) {
-		pthread_mutex_lock(&pagemap_mu);
-		for (size_t i = 0; i < n; i++)
-			pthread_mutex_lock(&slots[i].mu);
+	for (size_t i = 0; i < n; i++)
+		hpr__fork_mutex(&slots[i].mu, phase);
+	if (!child)
 		return;
-	}
-	if (phase == HPR__FORK_PARENT) {
-		for (size_t i = n; i-- > 0;)
-			pthread_mutex_unlock(&slots[i].mu);
-		pthread_mutex_unlock(&pagemap_mu);
-		return;
-	}
 	/* child: the waiters counted in the condvars are other threads */
-	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_init(&slots[i].mu, NULL);
+	for (size_t i = 0; i < n; i++)
 		pthread_cond_init(&slots[i].cv, NULL);
-	}
-	pthread_mutex_init(&pagemap_mu, NULL);
 	if (pagemap_fd >= 0)
 		close(pagemap_fd);
 	pagemap_fd = -1;

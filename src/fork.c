@@ -35,20 +35,31 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 
-static pthread_mutex_t regs_mu = PTHREAD_MUTEX_INITIALIZER;
-static hpr_region *regs;		 /* live regions, under regs_mu */
-static struct hpr__fork_handle *handles; /* kernel handles, under regs_mu */
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hpr__fork_handle *handles; /* regions and rings, under fork_mu */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+bool hpr__fork_mutex(pthread_mutex_t *mu, int phase)
+{
+	if (phase == HPR__FORK_PREPARE) {
+		pthread_mutex_lock(mu);
+		return false;
+	}
+	if (phase == HPR__FORK_PARENT) {
+		pthread_mutex_unlock(mu);
+		return false;
+	}
+	pthread_mutex_init(mu, NULL);
+	return true;
+}
 
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&regs_mu);
-	for (hpr_region *r = regs; r; r = r->fork_next) {
-		hpr__pool_atfork(r, HPR__FORK_PREPARE);
-		hpr__release_atfork(r, HPR__FORK_PREPARE);
-		pthread_mutex_lock(&r->partial_mu);
-	}
+	pthread_mutex_lock(&fork_mu);
+	for (struct hpr__fork_handle *h = handles; h; h = h->next)
+		h->atfork(h, HPR__FORK_PREPARE);
 	hpr__fault_atfork(HPR__FORK_PREPARE);
 	hpr__probe_atfork(HPR__FORK_PREPARE);
 }
@@ -57,41 +68,50 @@ static void fork_parent(void)
 {
 	hpr__probe_atfork(HPR__FORK_PARENT);
 	hpr__fault_atfork(HPR__FORK_PARENT);
-	for (hpr_region *r = regs; r; r = r->fork_next) {
-		pthread_mutex_unlock(&r->partial_mu);
-		hpr__release_atfork(r, HPR__FORK_PARENT);
-		hpr__pool_atfork(r, HPR__FORK_PARENT);
-	}
-	pthread_mutex_unlock(&regs_mu);
+	for (struct hpr__fork_handle *h = handles; h; h = h->next)
+		h->atfork(h, HPR__FORK_PARENT);
+	pthread_mutex_unlock(&fork_mu);
 }
 
 static void fork_child(void)
 {
 	hpr__probe_atfork(HPR__FORK_CHILD);
 	hpr__fault_atfork(HPR__FORK_CHILD);
-	for (hpr_region *r = regs; r; r = r->fork_next) {
-		pthread_mutex_init(&r->partial_mu, NULL);
-		hpr__release_atfork(r, HPR__FORK_CHILD);
-		hpr__pool_atfork(r, HPR__FORK_CHILD);
-		hpr__fault_table_child(r);
-		/* mlock is not inherited (fork(2)) */
-		r->locked = false;
-		if (r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_SHARED)) {
-			/* MADV_DONTFORK (backend.c): the range is free here
-			 * and may be mapped again by anyone; never touch it */
-			r->not_mapped = true;
-			r->base = NULL;
-		}
+	for (struct hpr__fork_handle *h = handles, *next; h; h = next) {
+		next = h->next;
+		if (!h->atfork(h, HPR__FORK_CHILD))
+			hpr__fork_handle_del(h);
 	}
-	for (struct hpr__fork_handle *h = handles; h;) {
-		struct hpr__fork_handle *next = h->next;
+	pthread_mutex_init(&fork_mu, NULL);
+}
 
-		h->prev = h->next = NULL;
-		h->close(h);
-		h = next;
+/* A region across fork: its locks, then in the child what it inherited. */
+static bool region_atfork(struct hpr__fork_handle *h, int phase)
+{
+	hpr_region *r = (hpr_region *)((char *)h - offsetof(hpr_region, fork));
+
+	/* lock order: pool, reclaimer, partial releases (fork_prepare takes
+	 * the leaf locks after every region's) */
+	if (phase == HPR__FORK_PARENT) {
+		hpr__fork_mutex(&r->partial_mu, phase);
+		hpr__release_atfork(r, phase);
+		hpr__pool_atfork(r, phase);
+		return true;
 	}
-	handles = NULL;
-	pthread_mutex_init(&regs_mu, NULL);
+	hpr__pool_atfork(r, phase);
+	hpr__release_atfork(r, phase);
+	if (!hpr__fork_mutex(&r->partial_mu, phase))
+		return true;
+	hpr__fault_table_child(r);
+	/* mlock is not inherited (fork(2)) */
+	r->locked = false;
+	if (r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_SHARED)) {
+		/* MADV_DONTFORK (backend.c): the range is free here and may
+		 * be mapped again by anyone; never touch it */
+		r->not_mapped = true;
+		r->base = NULL;
+	}
+	return true;
 }
 
 static void atfork_install(void)
@@ -99,40 +119,15 @@ static void atfork_install(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-void hpr__fork_register(hpr_region *r)
-{
-	pthread_once(&atfork_once, atfork_install);
-	pthread_mutex_lock(&regs_mu);
-	r->fork_prev = NULL;
-	r->fork_next = regs;
-	if (regs)
-		regs->fork_prev = r;
-	regs = r;
-	pthread_mutex_unlock(&regs_mu);
-}
-
-void hpr__fork_unregister(hpr_region *r)
-{
-	pthread_mutex_lock(&regs_mu);
-	if (r->fork_prev)
-		r->fork_prev->fork_next = r->fork_next;
-	else if (regs == r)
-		regs = r->fork_next;
-	if (r->fork_next)
-		r->fork_next->fork_prev = r->fork_prev;
-	r->fork_prev = r->fork_next = NULL;
-	pthread_mutex_unlock(&regs_mu);
-}
-
 void hpr__fork_lock(void)
 {
 	pthread_once(&atfork_once, atfork_install);
-	pthread_mutex_lock(&regs_mu);
+	pthread_mutex_lock(&fork_mu);
 }
 
 void hpr__fork_unlock(void)
 {
-	pthread_mutex_unlock(&regs_mu);
+	pthread_mutex_unlock(&fork_mu);
 }
 
 void hpr__fork_handle_add(struct hpr__fork_handle *h)
@@ -153,6 +148,21 @@ void hpr__fork_handle_del(struct hpr__fork_handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	h->prev = h->next = NULL;
+}
+
+void hpr__fork_register(hpr_region *r)
+{
+	r->fork.atfork = region_atfork;
+	hpr__fork_lock();
+	hpr__fork_handle_add(&r->fork);
+	hpr__fork_unlock();
+}
+
+void hpr__fork_unregister(hpr_region *r)
+{
+	hpr__fork_lock();
+	hpr__fork_handle_del(&r->fork);
+	hpr__fork_unlock();
 }
 
 int hpr__region_mapped(const hpr_region *r)

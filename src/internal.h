@@ -169,28 +169,33 @@ void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
 
 /* ---- fork.c ---- */
 enum { HPR__FORK_PREPARE, HPR__FORK_PARENT, HPR__FORK_CHILD };
-/* Track a live region for the fork handlers (installed on first use). */
-void hpr__fork_register(hpr_region *r);
-void hpr__fork_unregister(hpr_region *r);
-/* 0, or -ENXIO with advice when r is a private file-backed region that this
- * forked child did not inherit (MADV_DONTFORK): only hpr_destroy is valid. */
-int hpr__region_mapped(const hpr_region *r);
 /*
- * A per-process kernel handle that a forked child must not keep (an
+ * Something fork.c's pthread_atfork handlers call in each phase: a live
+ * region, or a per-process kernel handle a forked child must not keep (an
  * io_uring ring: its fd and mappings would keep the parent's ring, and the
- * buffers registered with it, alive for as long as the child lives). Add
- * it when it is made and delete it when it is freed, both between
+ * buffers registered with it, alive for as long as the child lives).
+ * atfork() returns false in the child to be forgotten there. Add a handle
+ * when it is made and delete it when it is freed, both between
  * hpr__fork_lock() and hpr__fork_unlock(), so a fork sees it either not
- * yet made or tracked; a child calls its close() and forgets it.
+ * yet made or tracked.
  */
 struct hpr__fork_handle {
 	struct hpr__fork_handle *prev, *next;
-	void (*close)(struct hpr__fork_handle *h);
+	bool (*atfork)(struct hpr__fork_handle *h, int phase);
 };
 void hpr__fork_lock(void);
 void hpr__fork_unlock(void);
 void hpr__fork_handle_add(struct hpr__fork_handle *h);
 void hpr__fork_handle_del(struct hpr__fork_handle *h);
+/* A lock across fork: PREPARE takes it, PARENT releases it, CHILD makes it
+ * new (returns true in the child only). */
+bool hpr__fork_mutex(pthread_mutex_t *mu, int phase);
+/* Track a live region (and install the handlers on first use). */
+void hpr__fork_register(hpr_region *r);
+void hpr__fork_unregister(hpr_region *r);
+/* 0, or -ENXIO with advice when r is a private file-backed region that this
+ * forked child did not inherit (MADV_DONTFORK): only hpr_destroy is valid. */
+int hpr__region_mapped(const hpr_region *r);
 /* probe.c: the probe cache's lock across fork */
 void hpr__probe_atfork(int phase);
 
@@ -239,7 +244,7 @@ struct hpr_region {
 	_Atomic int snapshot_io;
 
 	/* fork: the live-region list, and what a child inherited */
-	hpr_region *fork_prev, *fork_next;
+	struct hpr__fork_handle fork;
 	bool not_mapped; /* a forked child: the mapping was MADV_DONTFORK */
 
 	/* lazy release / reclaim */

@@ -287,12 +287,7 @@ const struct hpr__caps *hpr__caps(void)
 
 void hpr__probe_atfork(int phase)
 {
-	if (phase == HPR__FORK_PREPARE)
-		pthread_mutex_lock(&caps_mu);
-	else if (phase == HPR__FORK_PARENT)
-		pthread_mutex_unlock(&caps_mu);
-	else
-		pthread_mutex_init(&caps_mu, NULL);
+	hpr__fork_mutex(&caps_mu, phase);
 }
 
 void hpr__probe_reset(void)

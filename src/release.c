@@ -479,17 +479,10 @@ int hpr__release_init(hpr_region *r)
 
 void hpr__release_atfork(hpr_region *r, int phase)
 {
-	if (phase == HPR__FORK_PREPARE) {
-		pthread_mutex_lock(&r->rel_mu);
+	if (!hpr__fork_mutex(&r->rel_mu, phase))
 		return;
-	}
-	if (phase == HPR__FORK_PARENT) {
-		pthread_mutex_unlock(&r->rel_mu);
-		return;
-	}
 	/* child: the reclaimer thread is the parent's; close our copies of
 	 * its fds (the trigger stays armed for the parent's copy) */
-	pthread_mutex_init(&r->rel_mu, NULL);
 	if (!r->reclaimer_running)
 		return;
 	if (r->psi_fd >= 0)

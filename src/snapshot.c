@@ -145,12 +145,15 @@ static int op_fail(struct snap_op *op, int err, const char *fmt, ...)
 }
 
 /* In a forked child: the parent's ring (its fd and mappings) goes. */
-static void ring_child_close(struct hpr__fork_handle *h)
+static bool ring_atfork(struct hpr__fork_handle *h, int phase)
 {
 	struct snap_ctx *c = (struct snap_ctx *)((char *)h - offsetof(struct snap_ctx, fh));
 
+	if (phase != HPR__FORK_CHILD)
+		return true;
 	io_uring_queue_exit(&c->ring);
 	c->has_ring = false;
+	return false;
 }
 
 static void ctx_init(struct snap_op *op, struct snap_ctx *c)
@@ -164,7 +167,7 @@ static void ctx_init(struct snap_op *op, struct snap_ctx *c)
 		atomic_store(&op->fell_back, true);
 		return;
 	}
-	c->fh.close = ring_child_close;
+	c->fh.atfork = ring_atfork;
 	hpr__fork_handle_add(&c->fh);
 	hpr__fork_unlock();
 	c->has_ring = true;

@@ -253,17 +253,10 @@ void hpr__pool_atfork(hpr_region *r, int phase)
 {
 	struct hpr__pool *p = &r->pool;
 
-	if (phase == HPR__FORK_PREPARE) {
-		pthread_mutex_lock(&p->mu);
+	if (!hpr__fork_mutex(&p->mu, phase))
 		return;
-	}
-	if (phase == HPR__FORK_PARENT) {
-		pthread_mutex_unlock(&p->mu);
-		return;
-	}
 	/* child: none of the workers exists here, nor any thread that was
 	 * inside a synchronous job; condvars may count waiters that are gone */
-	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	pthread_cond_init(&p->done_cv, NULL);
 	free(p->threads);

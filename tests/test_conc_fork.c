@@ -90,6 +90,15 @@ static hpr_region *mk(enum hpr_backend b, const char *path, size_t size, unsigne
 	return t_region(b, path, size, 2, flags);
 }
 
+/* First thing in a child: a hang becomes death by SIGALRM. The default
+ * action, not the handler inherited from Check's runner (which kills the
+ * whole process group, the parent test with it). */
+static void child_alarm(void)
+{
+	signal(SIGALRM, SIG_DFL);
+	alarm(CHILD_ALARM);
+}
+
 /* wait for a child and assert it exited 0 */
 static void reap(pid_t pid, const char *what)
 {
@@ -183,7 +192,7 @@ START_TEST(fork_during_prefault)
 	if (pid == 0) {
 		int rc;
 
-		alarm(CHILD_ALARM);
+		child_alarm();
 		/* the parent's job is not the child's: it ended at the fork
 		 * (or had finished before it) */
 		rc = hpr_prefault_wait(r);
@@ -304,7 +313,7 @@ static void fork_during_churn(enum hpr_backend be, const char *path, unsigned fl
 		if (pid == 0) {
 			char *b = hpr_base(c.r);
 
-			alarm(CHILD_ALARM);
+			child_alarm();
 			/* the inherited region: whatever the parent's
 			 * threads had in flight, pages can be faulted in
 			 * and used here */
@@ -461,7 +470,7 @@ START_TEST(fork_during_save)
 		hpr_region *n, *m;
 		int fd;
 
-		alarm(CHILD_ALARM);
+		child_alarm();
 		/* the parent's rings are not the child's: kept, they would
 		 * keep the parent's registered (pinned) pages */
 		C_REQ(uring_handles() == 0, "the child holds %d io_uring fds or mappings",
@@ -528,7 +537,7 @@ START_TEST(fork_private_file_not_inherited)
 		void *mine;
 		int rc;
 
-		alarm(CHILD_ALARM);
+		child_alarm();
 		C_REQ(hpr_base(p) == NULL, "hpr_base = %p", hpr_base(p));
 		rc = hpr_fault_in(p, 0, size);
 		C_REQ(rc == -ENXIO, "hpr_fault_in = %d", rc);
