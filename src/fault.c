@@ -131,15 +131,24 @@ static int pagemap_get(void)
 void hpr__fault_atfork(int phase)
 {
 	size_t n = hpr__slot_count();
-	bool child = hpr__fork_mutex(&pagemap_mu, phase);
 
-	for (size_t i = 0; i < n; i++)
-		hpr__fork_mutex(&slots[i].mu, phase);
-	if (!child)
+	if (!hpr__fork_mutex(&pagemap_mu, phase))
 		return;
-	/* child: the waiters counted in the condvars are other threads */
-	for (size_t i = 0; i < n; i++)
+	/*
+	 * child. The slot locks are not taken across the fork: there are
+	 * 64 to 8192 of them, and holding that many at once trips
+	 * ThreadSanitizer's deadlock detector (at most 64 held locks), in
+	 * the tests and in any TSan build of an application. They need not
+	 * be: a slot guards only atomic state bytes and counters, and the
+	 * child normalizes every state a parent thread may have been
+	 * changing (hpr__fault_table_child) and recounts the counters. So
+	 * each is made new here, unlocked, with no waiters (those counted
+	 * in a condvar are threads that do not exist here).
+	 */
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_init(&slots[i].mu, NULL);
 		pthread_cond_init(&slots[i].cv, NULL);
+	}
 	if (pagemap_fd >= 0)
 		close(pagemap_fd);
 	pagemap_fd = -1;

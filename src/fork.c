@@ -14,8 +14,9 @@
  * prepare (in the parent, before the fork): take every library lock, in
  * the one order the rest of the library never inverts: the region list,
  * then per region its pool lock, reclaimer lock and partial-release lock,
- * then the leaf locks (pagemap, the fault slots, the probe cache). No
- * state is mid-update under a lock across the fork.
+ * then the leaf locks (pagemap, the probe cache). No state is mid-update
+ * under one of them across the fork. The fault-table slot locks are the
+ * exception (hpr__fault_atfork says why): the child makes them new.
  * parent: release them. child: re-initialise them (and the condition
  * variables), then per region: the pool is empty and idle (workers start
  * again on demand), a background prefault of the parent's has ended with

@@ -10,6 +10,10 @@
  *
  * Children report through their exit status and stderr, never through
  * Check (they are grandchildren of the Check runner).
+ *
+ * Not run under ThreadSanitizer (label no-tsan, tests/CMakeLists.txt says
+ * why): TSan cannot follow a child that starts threads after a fork of a
+ * threaded process. ASan+UBSan runs it.
  */
 #include "common.h"
 
@@ -24,16 +28,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* ThreadSanitizer kills a child that starts threads after a fork of a
- * threaded process (die_after_fork=1); starting them again is what these
- * children are for. Its own runtime locks are taken across fork by TSan's
- * fork interceptors, so the child may go on. */
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void)
-{
-	return "die_after_fork=0";
-}
 
 #define PG 4096UL
 #define CHILD_ALARM 120 /* seconds; a hang fails instead of stalling */
