@@ -15,8 +15,8 @@
  *    from any thread, except hpr_destroy(), which must not race with any
  *    other call on the same region. Different regions are independent.
  *  - fork(): allowed at any time, from any thread, also while the library
- *    works; the child may use the library at once. pthread_atfork handlers
- *    keep every library lock out of the fork. The child does not inherit
+ *    works; the child may use the library at once (pthread_atfork handlers
+ *    leave no library lock held in it). The child does not inherit
  *    the workers, the PSI reclaimer, io_uring rings or the pagemap fd; it
  *    gets its own on demand. A background prefault running in the parent
  *    is -ECANCELED in the child (hpr_prefault_wait); a huge page a parent
