@@ -87,13 +87,86 @@ void hpr__fault_set_global_lock(bool on)
 }
 
 /* ---- PAGEMAP_SCAN (Linux 6.7, fs/proc/task_mmu.c) ---- */
+/*
+ * /proc/self/pagemap, opened once per process: an open pagemap fd walks the
+ * page tables of the mm that opened it (fs/proc/task_mmu.c takes the mm at
+ * open), so a forked child that used its parent's fd read the parent's
+ * pages. The fd is tagged with the pid that opened it; a process that finds
+ * another pid's fd (a fork, also a raw clone() that ran no atfork handler)
+ * closes it and opens its own.
+ */
 static int pagemap_fd = -1;
-static pthread_once_t pagemap_once = PTHREAD_ONCE_INIT;
+static _Atomic pid_t pagemap_pid;
+static pthread_mutex_t pagemap_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void pagemap_open(void)
+static int pagemap_get(void)
 {
-	if (hpr__caps()->info.have_pagemap_scan)
-		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	pid_t me = getpid();
+
+	if (atomic_load_explicit(&pagemap_pid, memory_order_acquire) == me)
+		return pagemap_fd;
+	pthread_mutex_lock(&pagemap_mu);
+	if (atomic_load(&pagemap_pid) != me) {
+		if (pagemap_fd >= 0)
+			close(pagemap_fd); /* our copy of another mm's fd */
+		pagemap_fd = -1;
+		if (hpr__caps()->info.have_pagemap_scan)
+			pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		atomic_store_explicit(&pagemap_pid, me, memory_order_release);
+	}
+	pthread_mutex_unlock(&pagemap_mu);
+	return pagemap_fd;
+}
+
+void hpr__fault_atfork(int phase)
+{
+	size_t n = hpr__slot_count();
+
+	if (!hpr__fork_mutex(&pagemap_mu, phase))
+		return;
+	/*
+	 * child. The slot locks are not taken across the fork: there are
+	 * 64 to 8192 of them, and holding that many at once trips
+	 * ThreadSanitizer's deadlock detector (at most 64 held locks), in
+	 * the tests and in any TSan build of an application. They need not
+	 * be: a slot guards only atomic state bytes and counters, and the
+	 * child normalizes every state a parent thread may have been
+	 * changing (hpr__fault_table_child) and recounts the counters. So
+	 * each is made new here, unlocked, with no waiters (those counted
+	 * in a condvar are threads that do not exist here).
+	 */
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_init(&slots[i].mu, NULL);
+		pthread_cond_init(&slots[i].cv, NULL);
+	}
+	if (pagemap_fd >= 0)
+		close(pagemap_fd);
+	pagemap_fd = -1;
+	atomic_store(&pagemap_pid, 0);
+}
+
+void hpr__fault_table_child(hpr_region *r)
+{
+	size_t present = 0, lazy = 0;
+
+	if (!r->state)
+		return;
+	/* A page in a transition belonged to a parent thread that does not
+	 * exist here: whatever it was doing (populate, release, reclaim,
+	 * collapse) is half done or not done in this copy. ABSENT is the
+	 * one state that is safe for all of them: hpr_fault_in populates it
+	 * again (keeping what it holds), hpr_save asks the kernel whether it
+	 * is resident, hpr_reclaim leaves it alone. */
+	for (size_t i = 0; i < r->npages; i++) {
+		uint8_t st = atomic_load_explicit(&r->state[i], memory_order_relaxed);
+
+		if (st == HPR_PS_FAULTING || st == HPR_PS_BUSY)
+			atomic_store_explicit(&r->state[i], HPR_PS_ABSENT, memory_order_relaxed);
+		present += st == HPR_PS_PRESENT;
+		lazy += st == HPR_PS_LAZY;
+	}
+	atomic_store(&r->present_pages, present);
+	atomic_store(&r->lazy_pages, lazy);
 }
 
 int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge)
@@ -102,9 +175,10 @@ int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *
 	struct hpr__pm_scan_arg a;
 	uint64_t start = lo;
 
+	int fd = pagemap_get();
+
 	*present = *huge = 0;
-	pthread_once(&pagemap_once, pagemap_open);
-	if (pagemap_fd < 0)
+	if (fd < 0)
 		return -EOPNOTSUPP;
 	while (start < hi) {
 		long n;
@@ -119,7 +193,7 @@ int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *
 		a.category_mask = HPR__PAGE_IS_PRESENT | HPR__PAGE_IS_PFNZERO;
 		a.category_inverted = HPR__PAGE_IS_PFNZERO;
 		a.return_mask = HPR__PAGE_IS_HUGE;
-		n = ioctl(pagemap_fd, HPR__PAGEMAP_SCAN, &a);
+		n = ioctl(fd, HPR__PAGEMAP_SCAN, &a);
 		if (n < 0)
 			return -errno;
 		for (long i = 0; i < n; i++) {

@@ -119,10 +119,15 @@ struct hpr__pool {
 	unsigned job_workers;	/* workers with id < this take part in job */
 	struct hpr__job async;	/* storage for the background job */
 	bool async_active;	/* async job submitted and not yet waited */
+	bool async_forked;	/* the async job was the parent's: cut off by fork */
 	int async_result;
 };
 
 int hpr__pool_init(hpr_region *r);
+/* fork.c's handlers for the pool: lock it (PREPARE), unlock it (PARENT), or
+ * make it threadless and idle (CHILD; an async job of the parent's ends
+ * there as -ECANCELED). */
+void hpr__pool_atfork(hpr_region *r, int phase);
 /* Start a library thread with every asynchronous signal blocked, pinned to
  * cpus (a cpu_set_t from hpr__numa_cpus(); NULL: not pinned) rather than
  * the starter's affinity. stack 0: the default size. Returns 0 or -errno. */
@@ -160,6 +165,11 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 int hpr__populate_page(hpr_region *r, size_t idx);
 /* Test hook: serialize every page on one lock (bench: global-mutex mode). */
 void hpr__fault_set_global_lock(bool on);
+/* fork.c's handlers for the slot table and the pagemap fd. */
+void hpr__fault_atfork(int phase);
+/* In a forked child: pages that were in a transition (FAULTING, BUSY) on
+ * a parent thread become ABSENT, and the page counters are recounted. */
+void hpr__fault_table_child(hpr_region *r);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
@@ -183,6 +193,9 @@ int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *
 /* ---- release.c ---- */
 int hpr__release_init(hpr_region *r);
 void hpr__release_destroy(hpr_region *r);
+/* fork.c's handlers for the reclaimer (CHILD: it is gone; its fds are
+ * closed and it starts again at the child's next hpr_release_lazy). */
+void hpr__release_atfork(hpr_region *r, int phase);
 /* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE). */
 int hpr__discard_page(hpr_region *r, size_t idx);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
@@ -191,6 +204,38 @@ void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
 /* Guard mode's mprotect of [off, off+len); a failure is recorded with
  * what it means (vm.max_map_count reached: what to raise). */
 int hpr__guard_protect(hpr_region *r, size_t off, size_t len, int prot);
+
+/* ---- fork.c ---- */
+enum { HPR__FORK_PREPARE, HPR__FORK_PARENT, HPR__FORK_CHILD };
+/*
+ * Something fork.c's pthread_atfork handlers call in each phase: a live
+ * region, or a per-process kernel handle a forked child must not keep (an
+ * io_uring ring: its fd and mappings would keep the parent's ring, and the
+ * buffers registered with it, alive for as long as the child lives).
+ * atfork() returns false in the child to be forgotten there. Add a handle
+ * when it is made and delete it when it is freed, both between
+ * hpr__fork_lock() and hpr__fork_unlock(), so a fork sees it either not
+ * yet made or tracked.
+ */
+struct hpr__fork_handle {
+	struct hpr__fork_handle *prev, *next;
+	bool (*atfork)(struct hpr__fork_handle *h, int phase);
+};
+void hpr__fork_lock(void);
+void hpr__fork_unlock(void);
+void hpr__fork_handle_add(struct hpr__fork_handle *h);
+void hpr__fork_handle_del(struct hpr__fork_handle *h);
+/* A lock across fork: PREPARE takes it, PARENT releases it, CHILD makes it
+ * new (returns true in the child only). */
+bool hpr__fork_mutex(pthread_mutex_t *mu, int phase);
+/* Track a live region (and install the handlers on first use). */
+void hpr__fork_register(hpr_region *r);
+void hpr__fork_unregister(hpr_region *r);
+/* 0, or -ENXIO with advice when r is a private file-backed region that this
+ * forked child did not inherit (MADV_DONTFORK): only hpr_destroy is valid. */
+int hpr__region_mapped(const hpr_region *r);
+/* probe.c: the probe cache's lock across fork */
+void hpr__probe_atfork(int phase);
 
 /* ---- stats.c ---- */
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);
@@ -239,14 +284,20 @@ struct hpr_region {
 	_Atomic size_t fault_err_off;
 	_Atomic int snapshot_io;
 
+	/* fork: the live-region list, and what a child inherited */
+	struct hpr__fork_handle fork;
+	bool not_mapped; /* a forked child: the mapping was MADV_DONTFORK */
+
 	/* lazy release / reclaim */
 	struct hpr__lazyq *lazyq; /* release.c: releases in order, for reclaim */
 	size_t lazy_budget;
 	unsigned psi_stall_us;
 	pthread_t reclaimer;
 	bool reclaimer_running;
+	_Atomic bool reclaimer_restart; /* a forked child starts it again on demand */
 	int reclaimer_pipe[2];
-	pthread_mutex_t rel_mu; /* batches MADV_FREE */
+	int psi_fd;		/* the reclaimer's trigger fd, or -1 (under rel_mu) */
+	pthread_mutex_t rel_mu; /* the reclaimer's start, stop and fds */
 };
 
 static inline size_t hpr__page_off(const hpr_region *r, size_t idx)

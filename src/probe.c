@@ -294,6 +294,11 @@ const struct hpr__caps *hpr__caps(void)
 	return &caps;
 }
 
+void hpr__probe_atfork(int phase)
+{
+	hpr__fork_mutex(&caps_mu, phase);
+}
+
 void hpr__probe_reset(void)
 {
 	atomic_store(&caps_valid, false);

@@ -165,6 +165,7 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	pthread_mutex_init(&r->rel_mu, NULL);
 	atomic_store(&r->fault_err_off, (size_t)-1);
 	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+	r->psi_fd = -1;
 	hpr__pool_init(r);
 
 	rc = hpr__numa_setup(&r->numa, c.numa_policy, c.numa_nodes);
@@ -211,6 +212,7 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 		if (rc)
 			goto fail;
 	}
+	hpr__fork_register(r);
 	*out = r;
 	/* a successful create has no error: drop the detail of an attempt
 	 * the AUTO chain or HPR_F_FALLBACK fell back from */
@@ -247,6 +249,7 @@ int hpr_destroy(hpr_region *r)
 	hpr__err_clear();
 	if (!r)
 		return 0;
+	hpr__fork_unregister(r);
 	hpr__pool_destroy(r);
 	hpr__release_destroy(r);
 	if (r->locked)

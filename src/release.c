@@ -179,6 +179,8 @@ static size_t lazyq_len(hpr_region *r)
 	return n;
 }
 
+static int reclaimer_restart(hpr_region *r);
+
 static size_t chunk_size(const hpr_region *r)
 {
 	return r->page_size / 512;
@@ -325,6 +327,8 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_release_lazy: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (off > r->size || len > r->size - off)
 		return hpr__fail(-EINVAL,
 				 "hpr_release_lazy: range [%#zx, +%#zx) is outside "
@@ -338,6 +342,11 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 				 r->name);
 	if (!len)
 		return 0;
+	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
+		rc = reclaimer_restart(r);
+		if (rc)
+			return rc;
+	}
 	end = off + len;
 	first = (off + r->page_size - 1) >> r->page_shift;
 	last = end >> r->page_shift;
@@ -494,6 +503,8 @@ int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 		*reclaimed = 0;
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_reclaim: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	return reclaim(r, max_bytes, reclaimed);
 }
 
@@ -550,6 +561,15 @@ static int open_pressure(char *path, size_t len, char *tried, size_t tlen)
 	return fd;
 }
 
+static void psi_close(hpr_region *r)
+{
+	pthread_mutex_lock(&r->rel_mu);
+	if (r->psi_fd >= 0)
+		hpr__os->close(r->psi_fd);
+	r->psi_fd = -1;
+	pthread_mutex_unlock(&r->rel_mu);
+}
+
 /*
  * Open the pressure file and arm a "some" trigger on it, on the caller's
  * thread, so hpr_create can report a trigger that cannot be armed: the
@@ -597,21 +617,15 @@ static int psi_arm(hpr_region *r, int *out)
 	return 0;
 }
 
-struct reclaimer_arg {
-	hpr_region *r;
-	int fd; /* the armed pressure file; the thread closes it */
-};
-
-static void *reclaimer_main(void *argp)
+/* The reclaimer thread: waits on the armed trigger (r->psi_fd) and on
+ * its pipe, whose write end hpr__release_destroy closes. */
+static void *reclaimer_main(void *arg)
 {
-	struct reclaimer_arg *a = argp;
-	hpr_region *r = a->r;
+	hpr_region *r = arg;
 	struct pollfd pf[2];
-	int fd = a->fd;
 
-	free(a);
 	pthread_setname_np(pthread_self(), "hpr-reclaim");
-	pf[0].fd = fd;
+	pf[0].fd = r->psi_fd;
 	pf[0].events = POLLPRI;
 	pf[1].fd = r->reclaimer_pipe[0];
 	pf[1].events = POLLIN;
@@ -632,16 +646,47 @@ static void *reclaimer_main(void *argp)
 				 r->name, got);
 		}
 	}
-	hpr__os->close(fd);
+	psi_close(r);
 	return NULL;
+}
+
+/* Arm the trigger on the caller's thread (its failure is the caller's
+ * error) and start the thread. rel_mu held: a fork never sees an fd that
+ * is open but not yet in r->psi_fd (the child closes its copies). */
+static int reclaimer_start(hpr_region *r)
+{
+	cpu_set_t cpus;
+	int rc, fd = -1;
+
+	rc = psi_arm(r, &fd);
+	if (rc)
+		return rc;
+	if (pipe2(r->reclaimer_pipe, O_CLOEXEC)) {
+		rc = -errno;
+		hpr__os->close(fd);
+		r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+		return hpr__fail(rc, "HPR_F_PSI_RECLAIM: %s", strerror(-rc));
+	}
+	r->psi_fd = fd;
+	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r,
+			       hpr__numa_cpus(&r->numa, &cpus) ? NULL : &cpus, 0);
+	if (rc) {
+		hpr__os->close(fd);
+		r->psi_fd = -1;
+		close(r->reclaimer_pipe[0]);
+		close(r->reclaimer_pipe[1]);
+		r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+		return hpr__fail(rc, "cannot start the reclaimer thread: %s", strerror(-rc));
+	}
+	r->reclaimer_running = true;
+	return 0;
 }
 
 int hpr__release_init(hpr_region *r)
 {
-	struct reclaimer_arg *a;
-	cpu_set_t cpus;
-	int rc, fd = -1;
+	int rc;
 
+	r->psi_fd = -1;
 	r->lazyq = calloc(1, sizeof(*r->lazyq));
 	if (!r->lazyq)
 		return hpr__fail(-ENOMEM, "hpr_create: out of memory");
@@ -651,31 +696,51 @@ int hpr__release_init(hpr_region *r)
 	if (!hpr__caps()->info.have_psi)
 		return hpr__fail(-EOPNOTSUPP, "HPR_F_PSI_RECLAIM: this kernel has no "
 					      "/proc/pressure/memory (boot with psi=1)");
-	rc = psi_arm(r, &fd);
-	if (rc)
-		return rc;
-	a = malloc(sizeof(*a));
-	if (!a || pipe2(r->reclaimer_pipe, O_CLOEXEC)) {
-		rc = a ? -errno : -ENOMEM;
-		free(a);
-		hpr__os->close(fd);
-		r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
-		return hpr__fail(rc, "HPR_F_PSI_RECLAIM: %s", strerror(-rc));
+	pthread_mutex_lock(&r->rel_mu);
+	rc = reclaimer_start(r);
+	pthread_mutex_unlock(&r->rel_mu);
+	return rc;
+}
+
+void hpr__release_atfork(hpr_region *r, int phase)
+{
+	bool child = hpr__fork_mutex(&r->rel_mu, phase);
+
+	/* the release FIFO's lock, taken after rel_mu (nothing takes them
+	 * the other way round) */
+	if (r->lazyq)
+		child = hpr__fork_mutex(&r->lazyq->mu, phase) || child;
+	if (!child)
+		return;
+	/* child: the reclaimer thread is the parent's; close our copies of
+	 * its fds (the trigger stays armed for the parent's copy) */
+	if (!r->reclaimer_running)
+		return;
+	if (r->psi_fd >= 0)
+		hpr__os->close(r->psi_fd);
+	r->psi_fd = -1;
+	close(r->reclaimer_pipe[0]);
+	close(r->reclaimer_pipe[1]);
+	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+	r->reclaimer_running = false;
+	r->reclaimer_restart = true;
+}
+
+/* A forked child's reclaimer starts again when the child releases (its
+ * first hpr_release_lazy), not in the fork handler: a child that only
+ * reads, or execs, gets no thread. */
+static int reclaimer_restart(hpr_region *r)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&r->rel_mu);
+	if (r->reclaimer_restart && !r->reclaimer_running) {
+		rc = reclaimer_start(r);
+		if (!rc)
+			r->reclaimer_restart = false;
 	}
-	a->r = r;
-	a->fd = fd;
-	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, a,
-			       hpr__numa_cpus(&r->numa, &cpus) ? NULL : &cpus, 0);
-	if (rc) {
-		free(a);
-		hpr__os->close(fd);
-		close(r->reclaimer_pipe[0]);
-		close(r->reclaimer_pipe[1]);
-		r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
-		return hpr__fail(rc, "cannot start the reclaimer thread: %s", strerror(-rc));
-	}
-	r->reclaimer_running = true;
-	return 0;
+	pthread_mutex_unlock(&r->rel_mu);
+	return rc;
 }
 
 void hpr__release_destroy(hpr_region *r)

@@ -102,6 +102,7 @@ struct snap_io { /* one chunk in flight */
 
 struct snap_ctx {
 	struct io_uring ring;
+	struct hpr__fork_handle fh; /* a forked child closes the ring */
 	bool has_ring;
 	unsigned inflight;
 	struct snap_io io[SNAP_QD];
@@ -155,15 +156,32 @@ static int op_fail(struct snap_op *op, int err, const char *fmt, ...)
 	return err;
 }
 
+/* In a forked child: the parent's ring (its fd and mappings) goes. */
+static bool ring_atfork(struct hpr__fork_handle *h, int phase)
+{
+	struct snap_ctx *c = (struct snap_ctx *)((char *)h - offsetof(struct snap_ctx, fh));
+
+	if (phase != HPR__FORK_CHILD)
+		return true;
+	io_uring_queue_exit(&c->ring);
+	c->has_ring = false;
+	return false;
+}
+
 static void ctx_init(struct snap_op *op, struct snap_ctx *c)
 {
 	memset(c, 0, sizeof(*c));
 	if (!op->uring)
 		return;
+	hpr__fork_lock();
 	if (io_uring_queue_init(SNAP_QD * 2, &c->ring, 0) < 0) {
+		hpr__fork_unlock();
 		atomic_store(&op->fell_back, true);
 		return;
 	}
+	c->fh.atfork = ring_atfork;
+	hpr__fork_handle_add(&c->fh);
+	hpr__fork_unlock();
 	c->has_ring = true;
 }
 
@@ -171,8 +189,12 @@ static void ctx_init(struct snap_op *op, struct snap_ctx *c)
  * so its deferred teardown in the kernel holds nothing of the region. */
 static void ctx_fini(struct snap_ctx *c)
 {
-	if (c->has_ring)
+	if (c->has_ring) {
+		hpr__fork_lock();
+		hpr__fork_handle_del(&c->fh);
 		io_uring_queue_exit(&c->ring);
+		hpr__fork_unlock();
+	}
 	c->has_ring = false;
 }
 
@@ -673,6 +695,8 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	hpr__err_clear();
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_save: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (flags & ~HPR_SNAP_ALL_)
 		return hpr__fail(-EINVAL, "hpr_save: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
 	rc = check_fd("hpr_save", fd, true, &st);
@@ -899,6 +923,8 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		*changed = 0;
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_load: region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (flags & ~HPR_SNAP_ALL_)
 		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
 	rc = check_fd("hpr_load", fd, false, &st);

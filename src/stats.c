@@ -76,6 +76,8 @@ int hpr_stats(hpr_region *r, struct hpr_stats *st)
 	hpr__err_clear();
 	if (!r || !st)
 		return hpr__fail(-EINVAL, "hpr_stats: region or stats is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	memset(st, 0, sizeof(*st));
 	lo = (uintptr_t)r->base;
 	hi = lo + r->size;

@@ -255,6 +255,33 @@ void hpr__pool_destroy(hpr_region *r)
 	pthread_cond_destroy(&p->done_cv);
 }
 
+void hpr__pool_atfork(hpr_region *r, int phase)
+{
+	struct hpr__pool *p = &r->pool;
+
+	if (!hpr__fork_mutex(&p->mu, phase))
+		return;
+	/* child: none of the workers exists here, nor any thread that was
+	 * inside a synchronous job; condvars may count waiters that are gone */
+	pthread_cond_init(&p->cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	free(p->threads);
+	p->threads = NULL;
+	p->nthreads = 0;
+	p->started = false; /* pool_start runs again on demand */
+	p->stopping = false;
+	p->job = NULL;
+	if (p->async_active && !p->async.finished) {
+		int zero = 0;
+
+		atomic_compare_exchange_strong(&p->async.err, &zero, -ECANCELED);
+		atomic_store(&p->async.cancel, true);
+		atomic_store(&p->async.running, 0);
+		p->async.finished = true;
+		p->async_forked = true;
+	}
+}
+
 static void job_init(struct hpr__job *j, hpr_region *r, hpr__page_fn fn,
 		     void *arg, size_t first, size_t last)
 {
@@ -340,6 +367,8 @@ int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
 {
 	if (!r)
 		return hpr__fail(-EINVAL, "region is NULL");
+	if (r->not_mapped)
+		return hpr__region_mapped(r);
 	if (off > r->size || len > r->size - off)
 		return hpr__fail(-EINVAL,
 				 "range [%#zx, +%#zx) is outside region '%s' of %#zx bytes",
@@ -380,20 +409,30 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 		return rc;
 	p = &r->pool;
 	pthread_mutex_lock(&p->mu);
-	if (p->async_active) {
-		pthread_mutex_unlock(&p->mu);
-		return hpr__fail(-EBUSY, "region '%s' already has a background prefault: "
+	/* The check is made again after every wait: the wait drops the lock,
+	 * and another hpr_prefault_start may have taken the pool meanwhile
+	 * (two callers both waiting here used to both start, the second
+	 * overwriting the first's job). */
+	for (;;) {
+		if (p->async_active) {
+			pthread_mutex_unlock(&p->mu);
+			return hpr__fail(-EBUSY,
+					 "region '%s' already has a background prefault: "
 					 "hpr_prefault_wait() or hpr_prefault_cancel() first",
-				 r->name);
-	}
-	while (p->job) /* a synchronous job is finishing */
+					 r->name);
+		}
+		if (!p->job)
+			break;
+		/* a synchronous job is finishing */
 		pthread_cond_wait(&p->done_cv, &p->mu);
+	}
 	rc = pool_start(r);
 	if (rc || !p->nthreads) {
 		pthread_mutex_unlock(&p->mu);
 		return rc ? rc : hpr__fail(-EAGAIN, "no worker thread could be started");
 	}
 	job_init(&p->async, r, hpr__fault_page, NULL, first, last);
+	p->async_forked = false;
 	atomic_store(&p->async.running, p->nthreads);
 	p->job_workers = p->nthreads;
 	p->async_active = true;
@@ -407,6 +446,7 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 int hpr_prefault_wait(hpr_region *r)
 {
 	struct hpr__pool *p;
+	bool forked;
 	int rc;
 
 	hpr__err_clear();
@@ -425,7 +465,14 @@ int hpr_prefault_wait(hpr_region *r)
 	/* the first error with the detail the job carried back from the
 	 * worker that hit it */
 	hpr__err_adopt(rc, p->async.err_msg);
+	forked = p->async_forked;
 	pthread_mutex_unlock(&p->mu);
+	if (rc == -ECANCELED && forked)
+		return hpr__fail(rc,
+				 "the background prefault of region '%s' was running in the "
+				 "parent when this process was forked; a child does not "
+				 "inherit it: hpr_fault_in() or hpr_prefault_start() here",
+				 r->name);
 	if (rc == -ECANCELED)
 		return hpr__fail(rc, "the background prefault of region '%s' was cancelled",
 				 r->name);

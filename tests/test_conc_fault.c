@@ -349,6 +349,85 @@ START_TEST(cancel)
 }
 END_TEST
 
+/*
+ * Two hpr_prefault_start calls racing while a synchronous fault-in owns the
+ * pool: exactly one starts the background job, the other is -EBUSY. Both
+ * used to wait for the pool with the lock dropped and neither checked again
+ * afterwards, so both returned 0 and the second overwrote the first's job.
+ */
+struct start_race {
+	hpr_region *r;
+	size_t size;
+	pthread_barrier_t go;
+	int rc[2];
+};
+
+static void *race_fault_main(void *a)
+{
+	struct start_race *s = a;
+
+	return (void *)(intptr_t)hpr_fault_in(s->r, 0, s->size);
+}
+
+static void *race_start_main(void *a)
+{
+	struct start_race *s = ((struct start_race **)a)[0];
+	int i = (int)(intptr_t)((void **)a)[1];
+
+	pthread_barrier_wait(&s->go);
+	s->rc[i] = hpr_prefault_start(s->r, 0, s->size);
+	return NULL;
+}
+
+START_TEST(prefault_start_race)
+{
+	struct start_race s = { .size = 64 * MiB };
+	void *args[2][2] = { { &s, (void *)0 }, { &s, (void *)1 } };
+	struct t_smaps k;
+
+	s.r = t_region(HPR_BACKEND_THP, NULL, s.size, 2, 0);
+	ck_assert_int_eq(pthread_barrier_init(&s.go, NULL, 3), 0);
+	for (int it = 0; it < 40; it++) {
+		struct hpr_stats st;
+		uint64_t calls;
+		pthread_t fa, st0, st1;
+		void *frc;
+		int ok = 0, busy = 0;
+
+		/* give the synchronous job something to do: nothing present */
+		ck_assert_int_eq(hpr_release_lazy(s.r, 0, s.size), 0);
+		ck_assert_int_eq(hpr_reclaim(s.r, 0, NULL), 0);
+		ck_assert_int_eq(hpr_stats(s.r, &st), 0);
+		calls = st.populate_calls;
+		ck_assert_int_eq(pthread_create(&st0, NULL, race_start_main, args[0]), 0);
+		ck_assert_int_eq(pthread_create(&st1, NULL, race_start_main, args[1]), 0);
+		ck_assert_int_eq(pthread_create(&fa, NULL, race_fault_main, &s), 0);
+		/* the fault-in is under way (it owns the pool) */
+		do
+			ck_assert_int_eq(hpr_stats(s.r, &st), 0);
+		while (st.populate_calls == calls);
+		pthread_barrier_wait(&s.go);
+		pthread_join(st0, NULL);
+		pthread_join(st1, NULL);
+		pthread_join(fa, &frc);
+		ck_assert_int_eq((int)(intptr_t)frc, 0);
+		for (int i = 0; i < 2; i++) {
+			ok += s.rc[i] == 0;
+			busy += s.rc[i] == -EBUSY;
+		}
+		ck_assert_msg(ok == 1 && busy == 1,
+			      "iteration %d: hpr_prefault_start returned %d and %d; "
+			      "exactly one must start the job, the other is -EBUSY",
+			      it, s.rc[0], s.rc[1]);
+		ck_assert_int_eq(hpr_prefault_wait(s.r), 0);
+		ck_assert_int_eq(t_smaps(hpr_base(s.r), s.size, &k), 0);
+		ck_assert_uint_eq(k.rss, s.size);
+	}
+	pthread_barrier_destroy(&s.go);
+	ck_assert_int_eq(hpr_destroy(s.r), 0);
+}
+END_TEST
+
 START_TEST(demand_first)
 {
 	const size_t size = 1 * GiB;
@@ -565,6 +644,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, progress_monotonic);
 	tcase_add_test(tc, cancel);
 	tcase_add_test(tc, demand_first);
+	tcase_add_test(tc, prefault_start_race);
 	tcase_add_loop_test(tc, signal_storm, 0, 3);
 	tcase_add_loop_test(tc, touch_fallback, 0, 3);
 	tcase_add_test(tc, sigbus_chained);

@@ -14,6 +14,20 @@
  *  - Thread safety: all functions on one region may be called concurrently
  *    from any thread, except hpr_destroy(), which must not race with any
  *    other call on the same region. Different regions are independent.
+ *  - fork(): allowed at any time, from any thread, also while the library
+ *    works; the child may use the library at once (pthread_atfork handlers
+ *    leave no library lock held in it). The child does not inherit
+ *    the workers, the PSI reclaimer, io_uring rings or the pagemap fd; it
+ *    gets its own on demand. A background prefault running in the parent
+ *    is -ECANCELED in the child (hpr_prefault_wait); a huge page a parent
+ *    thread had in flight is absent there (hpr_fault_in populates it again,
+ *    keeping its bytes). Inherited regions: THP is a copy-on-write snapshot
+ *    the child may use fully (the first write to a huge page both processes
+ *    map splits the writer's PMD; hpr_collapse restores it); HPR_F_SHARED
+ *    shmem/hugetlb is shared (agree on who releases what); private
+ *    shmem/hugetlb is MADV_DONTFORK, not inherited: hpr_base() is NULL and
+ *    every call but hpr_destroy() is -ENXIO. mlock is not inherited. Details
+ *    in hpregion(7), FORK.
  *  - The library never prints, never aborts and never changes system-wide
  *    settings. Install a log callback with hpr_set_log() to see its reasons.
  */
@@ -161,10 +175,12 @@ HPR_API const char *hpr_backend_name(enum hpr_backend b);
 HPR_API int hpr_fault_in(hpr_region *r, size_t off, size_t len);
 
 /* Start faulting [off, off+len) in on the workers and return at once.
- * -EBUSY if a background job is already running. */
+ * -EBUSY if a background job is already running or not yet waited for (of
+ * concurrent calls exactly one starts it). */
 HPR_API int hpr_prefault_start(hpr_region *r, size_t off, size_t len);
 /* Wait for the background job; returns its first error, -ECANCELED if it
- * was cancelled, 0 if none was started. */
+ * was cancelled (or, in a forked child, was the parent's), 0 if none was
+ * started. */
 HPR_API int hpr_prefault_wait(hpr_region *r);
 /* Bytes of the background job done so far, and its total. */
 HPR_API int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total);
