@@ -150,8 +150,12 @@ int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
 /* ---- release.c ---- */
 int hpr__release_init(hpr_region *r);
 void hpr__release_destroy(hpr_region *r);
-/* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE). */
+/* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE; on
+ * locked memory MADV_DONTNEED_LOCKED). */
 int hpr__discard_page(hpr_region *r, size_t idx);
+/* Is the region mlocked (HPR_F_LOCK or the application's mlockall)?
+ * ask_kernel: read smaps if not known yet (slow path only). */
+bool hpr__mem_locked(hpr_region *r, bool ask_kernel);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
 
 /* ---- stats.c ---- */
@@ -174,7 +178,8 @@ struct hpr_region {
 	bool fault_huge;     /* faults on this mapping give PMD-mapped pages */
 	bool collapse_after; /* populate then MADV_COLLAPSE to get huge pages */
 	bool use_fallocate;  /* fallocate before populate (file backends) */
-	bool locked;	     /* mlocked */
+	bool locked;	     /* mlocked by HPR_F_LOCK */
+	_Atomic bool mem_locked; /* the kernel said VM_LOCKED (mlockall) */
 	bool degraded;	     /* HPR_F_FALLBACK chose base pages at create */
 
 	_Atomic uint8_t *state; /* enum hpr_pstate per huge page */
