@@ -48,6 +48,8 @@ const struct hpr__caps *hpr__caps(void);
 int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 		      unsigned long *free_, unsigned long *resv,
 		      unsigned long *surplus);
+/* nr_overcommit_hugepages of page_size (0 if unreadable). */
+unsigned long hpr__hugetlb_overcommit(size_t page_size);
 /* Bytes the caller's hugetlb cgroup still allows for page_size, or -1. */
 long long hpr__hugetlb_cgroup_room(size_t page_size);
 bool hpr__hugetlb_size_supported(size_t page_size);

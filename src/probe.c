@@ -55,6 +55,17 @@ static int read_ul(const char *path, unsigned long *v)
 	return hpr__parse_ulong(buf, (size_t)got, v);
 }
 
+unsigned long hpr__hugetlb_overcommit(size_t page_size)
+{
+	char p[160];
+	unsigned long over = 0;
+
+	snprintf(p, sizeof(p), HTLB_DIR "/hugepages-%zukB/nr_overcommit_hugepages",
+		 page_size >> 10);
+	read_ul(p, &over);
+	return over;
+}
+
 int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 		      unsigned long *free_, unsigned long *resv,
 		      unsigned long *surplus)

@@ -239,6 +239,22 @@ static bool short_read_is_eof(const struct snap_op *op, size_t end_in_page)
 	return !op->save && op->direct && (end_in_page & 4095);
 }
 
+/* A read into page idx failed with err. A page the read's copy was to
+ * fault in (PG_LATE) gives -EFAULT when the kernel cannot allocate it (pool
+ * or tmpfs exhausted: SIGBUS on a touch); fault it through the table to
+ * get the real cause, with its advice. */
+static int io_fail(struct snap_op *op, size_t idx, int err, uint64_t fo)
+{
+	if (err == -EFAULT && !op->save && (op->pg[idx] & PG_LATE)) {
+		int e = hpr__fault_page(op->r, idx, NULL);
+
+		if (e)
+			return op_fail(op, e, "%s", hpr_strerror(e));
+	}
+	return op_fail(op, err, "snapshot %s at file offset %#llx failed: %s",
+		       op->save ? "write" : "read", (unsigned long long)fo, strerror(-err));
+}
+
 /* Synchronous I/O of one page: the fallback path, and the path of a
  * thread without a ring. */
 static int sync_page(struct snap_op *op, size_t idx)
@@ -258,9 +274,7 @@ static int sync_page(struct snap_op *op, size_t idx)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return op_fail(op, -errno, "snapshot %s at file offset %#llx failed: %s",
-				       op->save ? "write" : "read", (unsigned long long)fo,
-				       strerror(errno));
+			return io_fail(op, idx, -errno, (uint64_t)fo);
 		if (n == 0 && op->save)
 			return op_fail(op, -EIO,
 				       "snapshot write at file offset %#llx: wrote "
@@ -345,9 +359,7 @@ static int reap_one(struct snap_op *op, struct snap_ctx *c)
 	c->inflight--;
 	t->inflight--;
 	if (res < 0)
-		op_fail(op, res, "snapshot %s at file offset %#llx failed: %s",
-			op->save ? "write" : "read",
-			(unsigned long long)file_off(op, io->idx, io->off), strerror(-res));
+		io_fail(op, io->idx, res, file_off(op, io->idx, io->off));
 	else if (res == 0 && op->save)
 		op_fail(op, -EIO, "snapshot write at file offset %#llx: wrote nothing",
 			(unsigned long long)file_off(op, io->idx, io->off));
@@ -1013,6 +1025,59 @@ static int load_extents(struct snap_op *op, int fd)
 	return rc;
 }
 
+/*
+ * The pages the load will populate (DATA pages without contents now) need
+ * room: in the hugetlb pool (its free pages, reserved ones included, plus
+ * what overcommit still allows), or on the tmpfs holding a shmem region
+ * (statfs; a memfd's mount has no limit). Short of that, the load would
+ * fail with -ENOMEM/-ENOSPC half-way, after overwriting pages: refuse it
+ * now. A necessary condition, not a promise (others allocate too, and
+ * another region's reservations count as free here).
+ */
+static int load_room(struct snap_op *op)
+{
+	hpr_region *r = op->r;
+	unsigned long long have;
+	size_t need = 0;
+	char sz[32], sz2[32];
+
+	for (size_t i = 0; i < r->npages; i++)
+		need += (op->tab[i].flags & HPR__SNAP_PG_DATA) && !(op->pg[i] & PG_BEFORE);
+	if (!need || r->fd < 0)
+		return 0;
+	if (r->backend == HPR_BACKEND_HUGETLB) {
+		unsigned long free_ = 0, surp = 0, over = hpr__hugetlb_overcommit(r->page_size);
+
+		if (hpr__hugetlb_pool(r->page_size, -1, NULL, &free_, NULL, &surp))
+			return 0;
+		have = free_ + (over > surp ? over - surp : 0);
+		if (need <= have)
+			return 0;
+		return hpr__fail(-ENOMEM,
+				 "hpr_load: the snapshot has %zu pages that region '%s' must "
+				 "fault in, and the hugetlb pool has %llu free %s pages: raise "
+				 "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages; the "
+				 "region was not changed",
+				 need, r->name, have, hpr__fmt_size(r->page_size, sz, sizeof(sz)),
+				 r->page_size >> 10);
+	}
+	{
+		struct statfs sf;
+
+		if (fstatfs(r->fd, &sf) || !sf.f_blocks)
+			return 0;
+		have = (unsigned long long)sf.f_bavail * (unsigned long long)sf.f_bsize;
+	}
+	if ((unsigned long long)need * r->page_size <= have)
+		return 0;
+	return hpr__fail(-ENOSPC,
+			 "hpr_load: region '%s' must fault in %s for the snapshot, and the "
+			 "tmpfs holding it has %s free: remount it with a larger size=; the "
+			 "region was not changed",
+			 r->name, hpr__fmt_size(need * r->page_size, sz, sizeof(sz)),
+			 hpr__fmt_size((size_t)have, sz2, sizeof(sz2)));
+}
+
 int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 {
 	struct snap_op op;
@@ -1052,6 +1117,11 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 	for (size_t i = 0; i < r->npages; i++)
 		if (has_contents(r, i) || atomic_load(&r->state[i]) == HPR_PS_LAZY)
 			op.pg[i] |= PG_BEFORE;
+	rc = load_room(&op);
+	if (rc) {
+		op_free(&op);
+		return rc;
+	}
 
 	dfd = open_data_fd(fd, false, flags);
 	if (dfd >= 0) {

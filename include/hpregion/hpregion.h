@@ -234,10 +234,11 @@ HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
  * size (any backend). It checks the header, the table and the file's
  * extents (holes inside a data page are fine: sparse copies made by cp or
  * rsync -S read back the same zeros, and each page has a checksum; a data
- * page that is all hole is not) before it touches the region, then faults
- * in exactly the saved pages as it reads them (on the region's workers)
- * and verifies each
- * page's checksum; pages the snapshot has as holes are dropped from the
+ * page that is all hole is not), and that the pages it will fault in fit
+ * in the hugetlb pool or the region's tmpfs, before it touches the
+ * region; then it faults in exactly the saved pages as it reads them (on
+ * the region's workers) and verifies each page's checksum; pages the
+ * snapshot has as holes are dropped from the
  * region, so afterwards exactly the saved pages are resident -- except in a
  * locked region (HPR_F_LOCK, mlockall), where they are zeroed in place and
  * everything stays resident and locked. Guard-mode regions (HPR_F_GUARD)
