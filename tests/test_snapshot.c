@@ -871,18 +871,50 @@ START_TEST(failed_save_unreadable)
 END_TEST
 
 /* ---- room for the pages a load faults in, checked up front ---- */
+/* A snapshot of 4 pages of seed 8, on a tmpfs. */
+static int saved4(void)
+{
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 4);
+	int fd = tmpfile_in(t_mount_tmpfs("size=64m"));
+
+	for (size_t p = 0; p < 4; p++)
+		fill_page(r, p, 8);
+	ck_assert_int_eq(hpr_save(r, fd, 0), 0);
+	hpr_destroy(r);
+	return fd;
+}
+
+/* Loading fd into q (pages 0, 1 of seed 42) fails with err before q is
+ * touched. */
+static void load_refused(hpr_region *q, int fd, int err)
+{
+	size_t changed = 1;
+	int rc = hpr_load(q, fd, 0, &changed);
+
+	ck_assert_msg(rc == err, "load gave %d (%s)", rc, hpr_strerror(rc));
+	ck_assert_msg(strstr(hpr_strerror(rc), "not changed"), "%s", hpr_strerror(rc));
+	ck_assert_uint_eq(changed, 0);
+	ck_assert(page_is(q, 0, 42) && page_is(q, 1, 42));
+}
+
+static void load_ok(hpr_region *q, int fd)
+{
+	int rc = hpr_load(q, fd, 0, NULL);
+
+	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
+	for (size_t p = 0; p < 4; p++)
+		ck_assert(page_is(q, p, 8));
+}
+
 START_TEST(load_room_hugetlb)
 {
 	/* pool of exactly 4: q holds 2 pages, another region the other 2, and
 	 * the snapshot needs 2 more in q: refused before any page is
 	 * overwritten (it failed with -ENOMEM half-way) */
-	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 4), *q, *z;
-	int fd = tmpfile_in(t_mount_tmpfs("size=64m")), rc;
-	size_t ps = 2 * MiB, got = 0, changed = 1;
+	int fd = saved4(), rc;
+	hpr_region *q, *z;
+	size_t ps = 2 * MiB, got = 0;
 
-	for (size_t p = 0; p < 4; p++)
-		fill_page(r, p, 8);
-	ck_assert_int_eq(hpr_save(r, fd, 0), 0);
 	t_need_pool_2m(4);
 	q = mk(HPR_BACKEND_HUGETLB, NULL, 4);
 	for (size_t p = 0; p < 4; p++)
@@ -893,26 +925,18 @@ START_TEST(load_room_hugetlb)
 	z = mk(HPR_BACKEND_HUGETLB, NULL, 2);
 	ck_assert_int_eq(hpr_fault_in(z, 0, 2 * ps), 0);
 	ck_assert_uint_eq(t_hugetlb_free(2048), 0);
-	rc = hpr_load(q, fd, 0, &changed);
-	ck_assert_msg(rc == -ENOMEM, "load gave %d (%s)", rc, hpr_strerror(rc));
-	ck_assert_msg(strstr(hpr_strerror(rc), "not changed"), "%s", hpr_strerror(rc));
-	ck_assert_uint_eq(changed, 0);
-	ck_assert(page_is(q, 0, 42) && page_is(q, 1, 42));
+	load_refused(q, fd, -ENOMEM);
 	hpr_destroy(z);
 	/* the other region only reserves its 2 pages: they count as free, so
 	 * the check passes, and the fault fails part-way -- with the pool's
 	 * advice, not "Bad address" from the read's copy */
 	z = mk(HPR_BACKEND_HUGETLB, NULL, 2);
-	rc = hpr_load(q, fd, 0, &changed);
+	rc = hpr_load(q, fd, 0, NULL);
 	ck_assert_msg(rc == -ENOMEM, "load gave %d (%s)", rc, hpr_strerror(rc));
 	ck_assert_msg(strstr(hpr_strerror(rc), "hugetlb pool"), "%s", hpr_strerror(rc));
 	hpr_destroy(z);
-	rc = hpr_load(q, fd, 0, &changed);
-	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
-	for (size_t p = 0; p < 4; p++)
-		ck_assert(page_is(q, p, 8));
+	load_ok(q, fd);
 	hpr_destroy(q);
-	hpr_destroy(r);
 	close(fd);
 }
 END_TEST
@@ -922,33 +946,20 @@ START_TEST(load_room_tmpfs)
 	/* a shmem region on a 12 MiB tmpfs holding 2 of its 4 pages, and a
 	 * 6 MiB file next to it: 2 MiB are free, the snapshot needs 2 more
 	 * pages (4 MiB) faulted in */
-	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 4), *q;
 	const char *dir = t_mount_tmpfs("size=12m,huge=always");
-	int fd = tmpfile_in(t_mount_tmpfs("size=64m")), rc, other;
-	size_t changed = 1;
+	int fd = saved4(), other;
+	hpr_region *q = mk(HPR_BACKEND_SHMEM, dir, 4);
 	static char junk[6 * MiB];
 
-	for (size_t p = 0; p < 4; p++)
-		fill_page(r, p, 8);
-	ck_assert_int_eq(hpr_save(r, fd, 0), 0);
-	q = mk(HPR_BACKEND_SHMEM, dir, 4);
 	fill_page(q, 0, 42);
 	fill_page(q, 1, 42);
 	other = tmpfile_in(dir);
 	memset(junk, 1, sizeof(junk));
 	ck_assert_int_eq(pwrite(other, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
-	rc = hpr_load(q, fd, 0, &changed);
-	ck_assert_msg(rc == -ENOSPC, "load gave %d (%s)", rc, hpr_strerror(rc));
-	ck_assert_msg(strstr(hpr_strerror(rc), "not changed"), "%s", hpr_strerror(rc));
-	ck_assert_uint_eq(changed, 0);
-	ck_assert(page_is(q, 0, 42) && page_is(q, 1, 42));
+	load_refused(q, fd, -ENOSPC);
 	close(other);
-	rc = hpr_load(q, fd, 0, &changed);
-	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
-	for (size_t p = 0; p < 4; p++)
-		ck_assert(page_is(q, p, 8));
+	load_ok(q, fd);
 	hpr_destroy(q);
-	hpr_destroy(r);
 	close(fd);
 }
 END_TEST
