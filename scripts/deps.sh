@@ -6,6 +6,8 @@ PKGS="build-essential g++ binutils cmake pkg-config libnuma-dev liburing-dev che
 # man page check (groff-base, man-db), format check and fuzzers
 # (clang-format, clang's libFuzzer runtime)
 PKGS="$PKGS groff-base man-db clang-format libclang-rt-dev"
+# copy tools the snapshot test makes sparse copies with (cp, tar: coreutils, tar)
+PKGS="$PKGS rsync"
 PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"
 missing=""
 # kvm-lite runs on real KVM inside a qemu TCG guest (tests/kvmlite-vm.sh)

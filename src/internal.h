@@ -64,6 +64,8 @@ int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 /* The file that sizes the pool of page_size pages: the per-size sysfs
  * file, which /proc/sys/vm/nr_hugepages is only for the default size. */
 const char *hpr__pool_knob(size_t page_size, char *buf, size_t len);
+/* nr_overcommit_hugepages of page_size (0 if unreadable). */
+unsigned long hpr__hugetlb_overcommit(size_t page_size);
 /* Bytes the caller's hugetlb cgroup still allows for page_size, or -1. */
 long long hpr__hugetlb_cgroup_room(size_t page_size);
 bool hpr__hugetlb_size_supported(size_t page_size);
@@ -196,8 +198,12 @@ void hpr__release_destroy(hpr_region *r);
 /* fork.c's handlers for the reclaimer (CHILD: it is gone; its fds are
  * closed and it starts again at the child's next hpr_release_lazy). */
 void hpr__release_atfork(hpr_region *r, int phase);
-/* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE). */
+/* Discard a BUSY huge page's memory now (MADV_DONTNEED / PUNCH_HOLE; on
+ * locked memory MADV_DONTNEED_LOCKED). */
 int hpr__discard_page(hpr_region *r, size_t idx);
+/* Is the region mlocked (HPR_F_LOCK or the application's mlockall)?
+ * ask_kernel: read smaps if not known yet (slow path only). */
+bool hpr__mem_locked(hpr_region *r, bool ask_kernel);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
 
 /* ---- guard.c ---- */
@@ -260,7 +266,8 @@ struct hpr_region {
 	bool fault_huge;     /* faults on this mapping give PMD-mapped pages */
 	bool collapse_after; /* populate then MADV_COLLAPSE to get huge pages */
 	bool use_fallocate;  /* fallocate before populate (file backends) */
-	bool locked;	     /* mlocked */
+	bool locked;	     /* mlocked by HPR_F_LOCK */
+	_Atomic bool mem_locked; /* the kernel said VM_LOCKED (mlockall) */
 	bool degraded;	     /* HPR_F_FALLBACK chose base pages at create */
 
 	_Atomic uint8_t *state; /* enum hpr_pstate per huge page */

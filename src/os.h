@@ -29,6 +29,12 @@
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24 /* Linux 5.18 */
+#endif
 #ifndef MADV_FREE
 #define MADV_FREE 8 /* Linux 4.5 */
 #endif

@@ -61,6 +61,17 @@ const char *hpr__pool_knob(size_t page_size, char *buf, size_t len)
 	return buf;
 }
 
+unsigned long hpr__hugetlb_overcommit(size_t page_size)
+{
+	char p[160];
+	unsigned long over = 0;
+
+	snprintf(p, sizeof(p), HTLB_DIR "/hugepages-%zukB/nr_overcommit_hugepages",
+		 page_size >> 10);
+	read_ul(p, &over);
+	return over;
+}
+
 int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 		      unsigned long *free_, unsigned long *resv,
 		      unsigned long *surplus)

@@ -12,6 +12,11 @@
  *  While the call is in flight the pages are BUSY in the fault table, so a
  *  concurrent fault-in waits rather than losing its data to the free.
  *
+ *  Locked THP memory (HPR_F_LOCK, or the application's mlockall: the kernel
+ *  refuses MADV_FREE on VM_LOCKED VMAs with EINVAL) is released like shmem:
+ *  a state change, the memory stays resident and locked; hpr_reclaim() gives
+ *  it back with MADV_DONTNEED_LOCKED.
+ *
  *  shmem / hugetlb (no MADV_FREE there): the release is a state change only:
  *  no syscall, no TLB flush (the "volatile ranges" idea). Reuse before
  *  reclaim costs nothing. Reclaim punches holes (FALLOC_FL_PUNCH_HOLE) when
@@ -294,8 +299,12 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 		rc = hpr__guard_protect(r, hpr__page_off(r, a), len, PROT_NONE);
 		guard_failed = rc != 0;
 	}
-	if (!rc && r->backend == HPR_BACKEND_THP) {
+	if (!rc && r->backend == HPR_BACKEND_THP && !hpr__mem_locked(r, false)) {
 		rc = hpr__os->madvise(p, len, MADV_FREE);
+		/* the kernel refuses MADV_FREE on VM_LOCKED memory (the
+		 * application's mlockall): a state change only, as on shmem */
+		if (rc == -EINVAL && hpr__mem_locked(r, true))
+			rc = 0;
 		if (rc && (r->flags & HPR_F_GUARD))
 			hpr__os->mprotect(p, len, PROT_READ | PROT_WRITE);
 	}
@@ -334,12 +343,6 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 				 "hpr_release_lazy: range [%#zx, +%#zx) is outside "
 				 "region '%s' of %#zx bytes",
 				 off, len, r->name, r->size);
-	if (r->locked)
-		return hpr__fail(-EPERM,
-				 "region '%s' is mlocked (HPR_F_LOCK): locked memory "
-				 "cannot be given back; create it without HPR_F_LOCK to "
-				 "release lazily",
-				 r->name);
 	if (!len)
 		return 0;
 	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
@@ -413,7 +416,7 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 
 		rc = rc ? rc : e;
 	}
-	if (!rc && r->lazy_budget && r->backend != HPR_BACKEND_THP) {
+	if (!rc && r->lazy_budget && (r->backend != HPR_BACKEND_THP || hpr__mem_locked(r, false))) {
 		size_t lazy = atomic_load(&r->lazy_pages) << r->page_shift;
 
 		if (lazy > r->lazy_budget)
@@ -422,14 +425,45 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 	return rc;
 }
 
+/*
+ * Is the region's memory mlocked: HPR_F_LOCK, or the application's mlockall
+ * (VM_LOCKED on its VMAs)? Known once seen; ask_kernel reads smaps' Locked
+ * (only on the paths where the kernel has just refused an madvise, and once
+ * per load), never on the release fast path.
+ */
+bool hpr__mem_locked(hpr_region *r, bool ask_kernel)
+{
+	struct hpr__smaps_sum s;
+
+	if (r->locked || atomic_load_explicit(&r->mem_locked, memory_order_relaxed))
+		return true;
+	if (!ask_kernel || hpr__smaps_range((uintptr_t)r->base, (uintptr_t)r->base + r->size, &s) ||
+	    !s.locked)
+		return false;
+	atomic_store(&r->mem_locked, true);
+	return true;
+}
+
 /* Give one huge page's memory back to the kernel now, whatever its state
  * (the caller holds it BUSY): MADV_DONTNEED for private anonymous memory,
- * a hole punched in the file for shmem and hugetlb. */
+ * a hole punched in the file for shmem and hugetlb. Locked memory too:
+ * MADV_DONTNEED is EINVAL on VM_LOCKED VMAs, MADV_DONTNEED_LOCKED (Linux
+ * 5.18) is not, and a later fault-in of the page locks it again (the VMA
+ * stays VM_LOCKED). -EPERM: locked, and the kernel lacks the latter. */
 int hpr__discard_page(hpr_region *r, size_t idx)
 {
-	if (r->backend == HPR_BACKEND_THP)
-		return hpr__os->madvise(r->base + hpr__page_off(r, idx), r->page_size,
-					MADV_DONTNEED);
+	char *a = r->base + hpr__page_off(r, idx);
+	int rc;
+
+	if (r->backend == HPR_BACKEND_THP) {
+		rc = hpr__os->madvise(a, r->page_size, MADV_DONTNEED);
+		if (rc == -EINVAL && hpr__mem_locked(r, true)) {
+			rc = hpr__os->madvise(a, r->page_size, MADV_DONTNEED_LOCKED);
+			if (rc == -EINVAL)
+				rc = -EPERM;
+		}
+		return rc;
+	}
 	return hpr__os->fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				  (off_t)hpr__page_off(r, idx), (off_t)r->page_size);
 }
@@ -486,7 +520,13 @@ static int reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 		} else if (e < 0) {
 			if (!lazyq_reserve(r, 1))
 				lazyq_push(r, ent, true);
-			if (!rc)
+			if (!rc && e == -EPERM)
+				rc = hpr__fail(e,
+					       "region '%s' is mlocked and this kernel has no "
+					       "MADV_DONTNEED_LOCKED (Linux 5.18): its released pages "
+					       "stay resident; munlock the region to reclaim them",
+					       r->name);
+			else if (!rc)
 				rc = hpr__fail(e, "region '%s': reclaiming offset %#zx failed: %s",
 					       r->name, hpr__page_off(r, ent.idx), strerror(-e));
 		}

@@ -66,6 +66,7 @@
 
 #define SNAP_QD 8		 /* chunk I/Os in flight per ring */
 #define SNAP_CHUNK hpr__snap_chunk /* bytes per I/O */
+#define OFF_END ((off_t)INT64_MAX)
 #define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
 
 size_t hpr__snap_chunk = 2UL << 20;
@@ -245,6 +246,41 @@ static int page_landed(struct snap_op *op, size_t idx)
 	return verify_page(op, idx);
 }
 
+/* The file ended where page data was due (it shrank after load checked
+ * its size). */
+static int eof_fail(struct snap_op *op, uint64_t fo)
+{
+	return op_fail(op, -EBADMSG,
+		       "snapshot read at file offset %#llx: unexpected end of "
+		       "file: the file was truncated (while loading?)",
+		       (unsigned long long)fo);
+}
+
+/* A read that stopped short at end_in_page bytes into a page: on the
+ * O_DIRECT descriptor an end off a 4 KiB boundary can only be the end of
+ * the file, and asking for the rest would be an unaligned O_DIRECT read
+ * (-EINVAL, which hid the truncation). */
+static bool short_read_is_eof(const struct snap_op *op, size_t end_in_page)
+{
+	return !op->save && op->direct && (end_in_page & 4095);
+}
+
+/* A read into page idx failed with err. A page the read's copy was to
+ * fault in (PG_LATE) gives -EFAULT when the kernel cannot allocate it (pool
+ * or tmpfs exhausted: SIGBUS on a touch); fault it through the table to
+ * get the real cause, with its advice. */
+static int io_fail(struct snap_op *op, size_t idx, int err, uint64_t fo)
+{
+	if (err == -EFAULT && !op->save && (op->pg[idx] & PG_LATE)) {
+		int e = hpr__fault_page(op->r, idx, NULL);
+
+		if (e)
+			return op_fail(op, e, "%s", hpr_strerror(e));
+	}
+	return op_fail(op, err, "snapshot %s at file offset %#llx failed: %s",
+		       op->save ? "write" : "read", (unsigned long long)fo, strerror(-err));
+}
+
 /* Synchronous I/O of one page: the fallback path, and the path of a
  * thread without a ring. */
 static int sync_page(struct snap_op *op, size_t idx)
@@ -264,16 +300,17 @@ static int sync_page(struct snap_op *op, size_t idx)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return op_fail(op, -errno, "snapshot %s at file offset %#llx failed: %s",
-				       op->save ? "write" : "read", (unsigned long long)fo,
-				       strerror(errno));
+			return io_fail(op, idx, -errno, (uint64_t)fo);
+		if (n == 0 && op->save)
+			return op_fail(op, -EIO,
+				       "snapshot write at file offset %#llx: wrote "
+				       "nothing",
+				       (unsigned long long)fo);
 		if (n == 0)
-			return op_fail(op, op->save ? -EIO : -EBADMSG,
-				       "snapshot %s at file offset %#llx: %s",
-				       op->save ? "write" : "read", (unsigned long long)fo,
-				       op->save ? "wrote nothing" :
-				       "unexpected end of file: the file was truncated");
+			return eof_fail(op, fo);
 		done += (size_t)n;
+		if (done < r->page_size && short_read_is_eof(op, done))
+			return eof_fail(op, file_off(op, idx, done));
 	}
 	return op->save ? 0 : page_landed(op, idx);
 }
@@ -335,23 +372,23 @@ static int reap_one(struct snap_op *op, struct snap_ctx *c)
 		/* short transfer: queue the rest of this chunk */
 		io->off += (size_t)res;
 		io->len -= (size_t)res;
-		if (queue_io(op, c, io) == 0)
+		if (short_read_is_eof(op, io->off))
+			res = 0;
+		else if (queue_io(op, c, io) == 0)
 			return 0;
-		res = atomic_load(&op->err);
+		else
+			res = atomic_load(&op->err);
 	}
 	io->busy = false;
 	c->inflight--;
 	t->inflight--;
 	if (res < 0)
-		op_fail(op, res, "snapshot %s at file offset %#llx failed: %s",
-			op->save ? "write" : "read",
-			(unsigned long long)file_off(op, io->idx, io->off), strerror(-res));
+		io_fail(op, io->idx, res, file_off(op, io->idx, io->off));
+	else if (res == 0 && op->save)
+		op_fail(op, -EIO, "snapshot write at file offset %#llx: wrote nothing",
+			(unsigned long long)file_off(op, io->idx, io->off));
 	else if (res == 0)
-		op_fail(op, op->save ? -EIO : -EBADMSG, "snapshot %s at file offset %#llx: %s",
-			op->save ? "write" : "read",
-			(unsigned long long)file_off(op, io->idx, io->off),
-			op->save ? "wrote nothing" :
-			"unexpected end of file: the file was truncated");
+		eof_fail(op, file_off(op, io->idx, io->off));
 	if (t->all_submitted && !t->inflight)
 		trk_done(op, t);
 	return 0;
@@ -459,7 +496,7 @@ static int save_page(hpr_region *r, size_t idx, void *arg)
 
 	if (err)
 		return err;
-	if (!has_contents(r, idx))
+	if (!(op->pg[idx] & PG_BEFORE))
 		return 0;
 	if (is_zero(p, r->page_size)) {
 		e->flags = HPR__SNAP_PG_ZERO;
@@ -479,11 +516,15 @@ static int load_page(hpr_region *r, size_t idx, void *arg)
 		return err;
 	if (!(op->tab[idx].flags & HPR__SNAP_PG_DATA))
 		return 0;
-	if (atomic_load(&r->state[idx]) == HPR_PS_ABSENT && !op->direct) {
+	if (atomic_load(&r->state[idx]) == HPR_PS_ABSENT && !op->direct &&
+	    !(r->flags & HPR_F_GUARD)) {
 		/* page-cache I/O copies into the mapping: let that copy fault
 		 * the page in (zeroing it just before it is overwritten, cache
 		 * hot, as a plain read() would), then record it in the fault
-		 * table (populate finds it present: no second zeroing) */
+		 * table (populate finds it present: no second zeroing). Not in
+		 * guard mode: a released and reclaimed page is ABSENT but still
+		 * PROT_NONE, and only the fault table unprotects it (the copy
+		 * would be -EFAULT, part-way through the load) */
 		op->pg[idx] |= PG_FAULTED | PG_LATE;
 	} else if (atomic_load(&r->state[idx]) != HPR_PS_PRESENT) {
 		err = hpr__fault_page(r, idx, NULL);
@@ -522,6 +563,64 @@ static int discard_page(hpr_region *r, size_t idx)
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
+}
+
+/*
+ * Before the save touches the file: note the pages it will read (PG_BEFORE)
+ * and make sure it can read them. A page the application mprotect()ed
+ * PROT_NONE, or a shared file truncated under the mapping, would be a
+ * SIGSEGV or SIGBUS in the zero check, killing the process with the file
+ * half written. MADV_POPULATE_READ (Linux 5.14) asks the kernel instead; it
+ * maps nothing the save's own reading would not.
+ */
+static int save_check(struct snap_op *op)
+{
+	hpr_region *r = op->r;
+	bool ask = hpr__caps()->info.have_populate;
+
+	for (size_t i = 0; i < r->npages; i++) {
+		size_t off = hpr__page_off(r, i);
+		int rc;
+
+		if (!has_contents(r, i))
+			continue;
+		op->pg[i] = PG_BEFORE;
+		if (!ask)
+			continue;
+		do
+			rc = hpr__os->madvise(r->base + off, r->page_size, MADV_POPULATE_READ);
+		while (rc == -EINTR);
+		if (rc)
+			return hpr__fail(-EFAULT,
+					 "hpr_save: region '%s' at offset %#zx cannot be "
+					 "read (%s): was it mprotect()ed without PROT_READ, "
+					 "or its file truncated? The file was not touched",
+					 r->name, off, strerror(-rc));
+	}
+	return 0;
+}
+
+/*
+ * Make page idx (a hole in the snapshot) read as zeros. Discarded, except
+ * on locked memory (HPR_F_LOCK, mlockall): there it is zeroed in place and
+ * stays resident and locked -- the kernel refuses MADV_DONTNEED on VM_LOCKED
+ * memory, and whoever locked it wants it resident. A released page is
+ * faulted back first (in guard mode it is PROT_NONE).
+ */
+static int zero_page(hpr_region *r, size_t idx, bool locked)
+{
+	int rc;
+
+	if (!locked)
+		return discard_page(r, idx);
+	if (atomic_load(&r->state[idx]) != HPR_PS_PRESENT &&
+	    atomic_load(&r->state[idx]) != HPR_PS_ABSENT) {
+		rc = hpr__fault_page(r, idx, NULL);
+		if (rc)
+			return rc;
+	}
+	memset(r->base + hpr__page_off(r, idx), 0, r->page_size);
+	return 0;
 }
 
 /* Empty the file after a failed save; nothing more to report if that
@@ -702,18 +801,22 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	rc = check_fd("hpr_save", fd, true, &st);
 	if (rc)
 		return rc;
+	/* everything that can be checked is, before the file is touched */
+	rc = op_init(&op, r, true, fd, flags);
+	if (!rc) {
+		op.pg = calloc(r->npages, 1);
+		rc = op.pg ? save_check(&op) : hpr__fail(-ENOMEM, "hpr_save: out of memory");
+	}
+	if (rc)
+		goto out;
 	data_off = layout_data_off(r->npages, r->page_size);
 	file_size = data_off + r->size;
 	/* empty first: an interrupted save leaves no header (it goes last) */
 	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)file_size)) {
-		rc = -errno;
-		truncate_quiet(fd);
-		return hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
-				 (unsigned long long)file_size, strerror(-rc));
+		rc = hpr__fail(-errno, "hpr_save: cannot size the file to %llu bytes: %s",
+			       (unsigned long long)file_size, strerror(errno));
+		goto fail;
 	}
-	rc = op_init(&op, r, true, fd, flags);
-	if (rc)
-		goto out;
 	op.data_off = data_off;
 	dfd = open_data_fd(fd, true, flags);
 	if (dfd >= 0) {
@@ -796,7 +899,7 @@ static int load_header(hpr_region *r, int fd, const struct stat *st, uint64_t *d
 		bool zero = got >= 8 && is_zero(buf, got & ~(size_t)511);
 
 		return hpr__fail(-EINVAL, "hpr_load: not an hpregion snapshot (%s)",
-				 got == 0 ? "the file is empty" :
+				 got == 0 ? "the file is empty: a failed hpr_save leaves it so" :
 				 zero ? "the header is zeros: an interrupted hpr_save? It "
 					"writes the header last" :
 					"no HPRSNAP magic at offset 0");
@@ -879,12 +982,19 @@ static int load_table(struct snap_op *op, int fd, uint64_t table_sum, uint64_t p
 	return 0;
 }
 
-/* Every data page must be data in the file: a hole there means the file
- * was punched or truncated and re-extended. SEEK_HOLE, cached per extent. */
+/*
+ * Every data page must have some data in the file. Holes inside a page are
+ * fine: copy tools (cp, rsync -S, tar -S) turn zero blocks into holes, which
+ * read as the same zeros, and the page's checksum is the integrity check.
+ * But a data page is never all zeros (those are saved as ZERO), so a page
+ * that is one hole from end to end was punched, or truncated away and the
+ * file re-extended: caught here, before the region is touched. SEEK_DATA
+ * and SEEK_HOLE, once per data extent of the file.
+ */
 static int load_extents(struct snap_op *op, int fd)
 {
 	hpr_region *r = op->r;
-	off_t pos = lseek(fd, 0, SEEK_CUR), hole = -1;
+	off_t pos = lseek(fd, 0, SEEK_CUR), data = -1, data_end = -1;
 	int rc = 0;
 
 	for (size_t i = 0; i < r->npages && !rc; i++) {
@@ -892,22 +1002,82 @@ static int load_extents(struct snap_op *op, int fd)
 
 		if (!(op->tab[i].flags & HPR__SNAP_PG_DATA))
 			continue;
-		if (hole < b) {
-			hole = lseek(fd, a, SEEK_HOLE);
-			if (hole < 0 && errno == EINVAL)
-				break; /* no SEEK_HOLE here: the checksums still catch it */
-			if (hole < 0)
-				hole = a; /* ENXIO: past the end */
+		if (data_end <= a) { /* the extent known so far ends before a */
+			data = lseek(fd, a, SEEK_DATA);
+			if (data < 0 && errno == EINVAL)
+				break; /* no SEEK_DATA here: the checksums still catch it */
+			if (data < 0) {
+				data = data_end = OFF_END; /* ENXIO: no data after a */
+			} else {
+				data_end = lseek(fd, data, SEEK_HOLE);
+				if (data_end < 0)
+					data_end = OFF_END;
+			}
 		}
-		if (hole < b)
-			rc = hpr__fail(-EBADMSG, "hpr_load: snapshot page %zu (file offset %#llx) "
-						 "is a hole in the file but the page table says it "
-						 "holds data: the file was truncated or punched",
+		if (data >= b)
+			rc = hpr__fail(-EBADMSG,
+				       "hpr_load: snapshot page %zu (file offset %#llx) "
+				       "is a hole in the file from end to end, but the "
+				       "page table says it holds data: the file was "
+				       "truncated or punched",
 				       i, (unsigned long long)a);
 	}
 	if (pos >= 0)
 		lseek(fd, pos, SEEK_SET);
 	return rc;
+}
+
+/*
+ * The pages the load will populate (DATA pages without contents now) need
+ * room: in the hugetlb pool (its free pages, reserved ones included, plus
+ * what overcommit still allows), or on the tmpfs holding a shmem region
+ * (statfs; a memfd's mount has no limit). Short of that, the load would
+ * fail with -ENOMEM/-ENOSPC half-way, after overwriting pages: refuse it
+ * now. A necessary condition, not a promise (others allocate too, and
+ * another region's reservations count as free here).
+ */
+static int load_room(struct snap_op *op)
+{
+	hpr_region *r = op->r;
+	unsigned long long have;
+	size_t need = 0;
+	char sz[32], sz2[32];
+
+	for (size_t i = 0; i < r->npages; i++)
+		need += (op->tab[i].flags & HPR__SNAP_PG_DATA) && !(op->pg[i] & PG_BEFORE);
+	if (!need || r->fd < 0)
+		return 0;
+	if (r->backend == HPR_BACKEND_HUGETLB) {
+		unsigned long free_ = 0, surp = 0, over = hpr__hugetlb_overcommit(r->page_size);
+
+		if (hpr__hugetlb_pool(r->page_size, -1, NULL, &free_, NULL, &surp))
+			return 0;
+		have = free_ + (over > surp ? over - surp : 0);
+		if (need <= have)
+			return 0;
+		return hpr__fail(-ENOMEM,
+				 "hpr_load: the snapshot has %zu pages that region '%s' must "
+				 "fault in, and the hugetlb pool has %llu free %s pages: raise "
+				 "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages; the "
+				 "region was not changed",
+				 need, r->name, have, hpr__fmt_size(r->page_size, sz, sizeof(sz)),
+				 r->page_size >> 10);
+	}
+	{
+		struct statfs sf;
+
+		if (fstatfs(r->fd, &sf) || !sf.f_blocks)
+			return 0;
+		have = (unsigned long long)sf.f_bavail * (unsigned long long)sf.f_bsize;
+	}
+	if ((unsigned long long)need * r->page_size <= have)
+		return 0;
+	return hpr__fail(-ENOSPC,
+			 "hpr_load: region '%s' must fault in %s for the snapshot, and the "
+			 "tmpfs holding it has %s free: remount it with a larger size=; the "
+			 "region was not changed",
+			 r->name, hpr__fmt_size(need * r->page_size, sz, sizeof(sz)),
+			 hpr__fmt_size((size_t)have, sz2, sizeof(sz2)));
 }
 
 int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
@@ -916,6 +1086,7 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 	struct stat st;
 	uint64_t data_off = 0, table_sum = 0, pages_data = 0;
 	size_t nchanged = 0;
+	bool locked = false, locked_known = false;
 	int rc, dfd;
 
 	hpr__err_clear();
@@ -951,6 +1122,11 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 	for (size_t i = 0; i < r->npages; i++)
 		if (has_contents(r, i) || atomic_load(&r->state[i]) == HPR_PS_LAZY)
 			op.pg[i] |= PG_BEFORE;
+	rc = load_room(&op);
+	if (rc) {
+		op_free(&op);
+		return rc;
+	}
 
 	dfd = open_data_fd(fd, false, flags);
 	if (dfd >= 0) {
@@ -990,8 +1166,12 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		}
 		if (!(op.pg[i] & PG_BEFORE))
 			continue;
+		if (!locked_known) {
+			locked = hpr__mem_locked(r, true);
+			locked_known = true;
+		}
 		nchanged++;
-		rc = discard_page(r, i);
+		rc = zero_page(r, i, locked);
 		if (rc) {
 			rc = hpr__fail(rc, "hpr_load: dropping page %zu (a hole in the "
 					   "snapshot) failed: %s; %zu bytes of region '%s' changed",

@@ -30,7 +30,7 @@ struct restore {
 struct shared_state {
 	struct restore restores[32];
 	int nrestores;
-	char mounts[16][64];
+	char mounts[64][64];
 	int nmounts;
 };
 static struct shared_state *sh;
@@ -168,9 +168,15 @@ static const char *do_mount(const char *type, const char *opts)
 		rmdir(d);
 		t_skip("cannot mount %s (%s): %s", type, opts ? opts : "", strerror(e));
 	}
-	if (nmounts < 16)
-		snprintf(mounts[nmounts++], sizeof(mounts[0]), "%s", d);
-	return nmounts ? mounts[nmounts - 1] : NULL;
+	/* a full table returned the last recorded mount instead of this
+	 * one (a test then wrote to the wrong tmpfs) */
+	if (nmounts == (int)(sizeof(mounts) / sizeof(mounts[0]))) {
+		umount2(d, MNT_DETACH);
+		rmdir(d);
+		ck_abort_msg("t_mount_tmpfs/hugetlbfs: more than %d mounts in one suite", nmounts);
+	}
+	snprintf(mounts[nmounts++], sizeof(mounts[0]), "%s", d);
+	return mounts[nmounts - 1];
 }
 
 const char *t_mount_tmpfs(const char *opts)

@@ -7,6 +7,7 @@
  * flag and by kernel.io_uring_disabled=2.
  */
 #include "common.h"
+#include "os.h"
 #include "snapshot.h"
 
 #include <endian.h>
@@ -14,7 +15,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NPAGES 16
@@ -422,12 +425,19 @@ END_TEST
 
 START_TEST(err_punched)
 {
+	/* a data page punched from end to end is caught before the region is
+	 * touched; a block punched inside one reads as zeros, like a sparse
+	 * copy's hole, and its checksum catches it (the fresh region is
+	 * restored: nothing changed) */
 	int fd = saved();
+	off_t p7 = (off_t)(data_off(NPAGES) + 7 * 2 * MiB);
 
-	ck_assert_int_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-				   (off_t)(data_off(NPAGES) + 7 * 2 * MiB), 4096),
+	ck_assert_int_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, p7 + 8192, 4096),
 			 0);
-	load_fails(fd, NPAGES, -EBADMSG, "hole");
+	load_fails(fd, NPAGES, -EBADMSG, "checksum mismatch");
+	ck_assert_int_eq(
+		fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, p7, (off_t)(2 * MiB)), 0);
+	load_fails(fd, NPAGES, -EBADMSG, "hole in the file from end to end");
 	close(fd);
 }
 END_TEST
@@ -561,10 +571,404 @@ START_TEST(save_skips_lazy)
 }
 END_TEST
 
+/* ---- copies of a snapshot (issue 15 item 5) ---- */
+#define CP_PAGES 6
+
+/* Pages with zero stretches, so copy tools really make holes: 0 full, 1
+ * first half zeros, 2 faulted but all zeros (ZERO), 3 never faulted, 4 a
+ * zero stretch in the middle, 5 data in its last quarter only. */
+static void fill_holey(hpr_region *r)
+{
+	char *b = hpr_base(r);
+	size_t ps = 2 * MiB;
+
+	fill_page(r, 0, 11);
+	fill_page(r, 1, 11);
+	fill_page(r, 4, 11);
+	fill_page(r, 5, 11);
+	ck_assert_int_eq(hpr_fault_in(r, 2 * ps, ps), 0);
+	memset(b + 1 * ps, 0, ps / 2);
+	memset(b + 4 * ps + ps / 4, 0, ps / 2);
+	memset(b + 5 * ps, 0, 3 * ps / 4);
+}
+
+static bool files_equal(const char *a, const char *b)
+{
+	static char x[1 << 16], y[1 << 16];
+	int fa = open(a, O_RDONLY | O_CLOEXEC), fb = open(b, O_RDONLY | O_CLOEXEC);
+	bool eq = fa >= 0 && fb >= 0;
+
+	while (eq) {
+		ssize_t n = read(fa, x, sizeof(x)), m = read(fb, y, sizeof(y));
+
+		eq = n == m && n >= 0 && !memcmp(x, y, (size_t)(n > 0 ? n : 0));
+		if (n <= 0)
+			break;
+	}
+	close(fa);
+	close(fb);
+	return eq;
+}
+
+/* Is there a hole in [a, b) of fd? */
+static bool has_hole(int fd, off_t a, off_t b)
+{
+	off_t h = lseek(fd, a, SEEK_HOLE);
+
+	return h >= a && h < b;
+}
+
+static void load_into_fresh(int fd, hpr_region *orig, unsigned flags)
+{
+	hpr_region *q = mk(HPR_BACKEND_THP, NULL, CP_PAGES);
+	size_t changed = 0;
+	int rc;
+
+	for (size_t p = 0; p < CP_PAGES; p++) /* over other data */
+		fill_page(q, p, 77);
+	rc = hpr_load(q, fd, flags, &changed);
+	ck_assert_msg(rc == 0, "load (flags %#x): %s", flags, hpr_strerror(rc));
+	ck_assert_uint_eq(changed, CP_PAGES * 2 * MiB);
+	ck_assert(memcmp(hpr_base(q), hpr_base(orig), CP_PAGES * 2 * MiB) == 0);
+	hpr_destroy(q);
+}
+
+START_TEST(sparse_copies)
+{
+	static const struct {
+		const char *name, *cmd;
+		bool holes; /* the tool turns zero blocks into holes */
+	} tools[] = {
+		{ "cp", "cp orig copy", true },
+		{ "cp --sparse=always", "cp --sparse=always orig copy", true },
+		{ "cat >", "cat orig > copy", false },
+		{ "tar c, tar x",
+		  "tar -cSf t.tar --hole-detection=raw orig && mkdir x && "
+		  "tar -xSf t.tar -C x && mv x/orig copy && rm -r t.tar x",
+		  true },
+		{ "rsync -S", "rsync -S orig copy", true },
+	};
+	char dir[] = "/var/tmp/hpr-snapcopy-XXXXXX", orig[128], copy[128], cmd[512];
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, CP_PAGES);
+	off_t doff = (off_t)data_off(CP_PAGES), ps = (off_t)(2 * MiB);
+	int fd, rc;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(orig, sizeof(orig), "%s/orig", dir);
+	snprintf(copy, sizeof(copy), "%s/copy", dir);
+	fill_holey(r);
+	fd = open(orig, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	rc = hpr_save(r, fd, 0);
+	ck_assert_msg(rc == 0, "save: %s", hpr_strerror(rc));
+	/* the original is data over every data page, zero stretches too */
+	ck_assert(!has_hole(fd, doff + 1 * ps, doff + 2 * ps));
+	ck_assert(!has_hole(fd, doff + 4 * ps, doff + 5 * ps));
+	close(fd);
+	for (size_t t = 0; t < sizeof(tools) / sizeof(tools[0]); t++) {
+		unlink(copy);
+		snprintf(cmd, sizeof(cmd), "cd %s && %s", dir, tools[t].cmd);
+		ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+		ck_assert_msg(files_equal(orig, copy), "%s: the copy differs", tools[t].name);
+		fd = open(copy, O_RDONLY | O_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		if (tools[t].holes) {
+			/* holes where the original has zero blocks of data pages */
+			ck_assert_msg(has_hole(fd, doff + 1 * ps, doff + 1 * ps + ps / 2),
+				      "%s made no hole in page 1's zero half", tools[t].name);
+			ck_assert_msg(has_hole(fd, doff + 4 * ps, doff + 5 * ps),
+				      "%s made no hole in page 4's zero stretch", tools[t].name);
+			ck_assert_msg(has_hole(fd, doff + 5 * ps, doff + 6 * ps),
+				      "%s made no hole in page 5", tools[t].name);
+		}
+		load_into_fresh(fd, r, 0);		    /* O_DIRECT (ext4) */
+		load_into_fresh(fd, r, HPR_SNAP_NO_DIRECT); /* page cache */
+		load_into_fresh(fd, r, HPR_SNAP_NO_URING);
+		close(fd);
+	}
+
+	/* real damage to a sparse copy is still caught */
+	unlink(copy);
+	snprintf(cmd, sizeof(cmd), "cd %s && cp --sparse=always orig copy", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	fd = open(copy, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	flip_byte(fd, doff + 4 * ps + 100); /* data */
+	load_fails(fd, CP_PAGES, -EBADMSG, "checksum mismatch");
+	flip_byte(fd, doff + 4 * ps + 100);
+	flip_byte(fd, doff + 1 * ps + 4096); /* a byte written into a hole */
+	ck_assert(!has_hole(fd, doff + 1 * ps + 4096, doff + 1 * ps + 8192));
+	load_fails(fd, CP_PAGES, -EBADMSG, "checksum mismatch");
+	flip_byte(fd, doff + 1 * ps + 4096);
+	flip_byte(fd, HPR__SNAP_TABLE_OFF + 16 * 4 + 3); /* the table */
+	load_fails(fd, CP_PAGES, -EBADMSG, "page table checksum");
+	flip_byte(fd, HPR__SNAP_TABLE_OFF + 16 * 4 + 3);
+	/* a data page with no data at all: caught before the region is
+	 * touched (load_fails checks a fresh region stays untouched) */
+	ck_assert_int_eq(
+		fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, doff + 5 * ps, ps), 0);
+	load_fails(fd, CP_PAGES, -EBADMSG, "hole in the file from end to end");
+	close(fd);
+	unlink(copy);
+	unlink(orig);
+	rmdir(dir);
+	hpr_destroy(r);
+}
+END_TEST
+
+/* ---- guard mode (issue 15 item 4) ---- */
+static void guard_load(int fd, unsigned flags)
+{
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 4), *q;
+	size_t ps = 2 * MiB, got = 0, changed = 0;
+	int rc;
+
+	for (size_t p = 0; p < 4; p++)
+		fill_page(r, p, 9);
+	rc = hpr_save(r, fd, flags);
+	ck_assert_msg(rc == 0, "save: %s", hpr_strerror(rc));
+	q = t_region(HPR_BACKEND_THP, NULL, 4 * ps, 0, HPR_F_GUARD);
+	for (size_t p = 0; p < 4; p++)
+		fill_page(q, p, 42);
+	/* page 1 released and reclaimed (ABSENT, still PROT_NONE), page 3
+	 * released (LAZY, PROT_NONE) */
+	ck_assert_int_eq(hpr_release_lazy(q, 1 * ps, ps), 0);
+	ck_assert_int_eq(hpr_reclaim(q, 0, &got), 0);
+	ck_assert_uint_eq(got, ps);
+	ck_assert_int_eq(hpr_release_lazy(q, 3 * ps, ps), 0);
+	rc = hpr_load(q, fd, flags, &changed);
+	ck_assert_msg(rc == 0, "load into a guarded region (flags %#x): %s", flags,
+		      hpr_strerror(rc));
+	ck_assert_uint_eq(changed, 4 * ps);
+	for (size_t p = 0; p < 4; p++)
+		ck_assert_msg(page_is(q, p, 9), "page %zu differs", p);
+	ck_assert_uint_eq(resident(q), 4 * ps);
+	hpr_destroy(q);
+	hpr_destroy(r);
+}
+
+START_TEST(guard_reclaimed)
+{
+	int fd = tmpfile_in(t_mount_tmpfs("size=64m"));
+
+	guard_load(fd, 0); /* tmpfs: page-cache reads */
+	close(fd);
+	fd = memfd_create("hpr-snap", MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	guard_load(fd, HPR_SNAP_NO_URING);
+	close(fd);
+	fd = tmpfile_in("/var/tmp");
+	guard_load(fd, HPR_SNAP_NO_DIRECT);
+	close(fd);
+	fd = tmpfile_in("/var/tmp");
+	guard_load(fd, 0); /* O_DIRECT */
+	close(fd);
+}
+END_TEST
+
+/* ---- a file truncated while an O_DIRECT load runs ---- */
+static char *trunc_at;
+static int trunc_fd = -1;
+static off_t trunc_len;
+static struct hpr_os_ops trunc_ops;
+
+/* The populate of the last data page (the O_DIRECT path faults each page
+ * in right before its read is queued) truncates the file inside that
+ * page, off a 4 KiB boundary: a real truncation at a fixed point. */
+static int trunc_madvise(void *a, size_t len, int advice)
+{
+	if (advice == MADV_POPULATE_WRITE && a == trunc_at && trunc_fd >= 0) {
+		if (ftruncate(trunc_fd, trunc_len))
+			return -errno;
+		trunc_fd = -1;
+	}
+	return hpr__os_real.madvise(a, len, advice);
+}
+
+START_TEST(err_truncated_direct)
+{
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 4), *q;
+	size_t ps = 2 * MiB, changed = 1;
+	unsigned flags[] = { 0, HPR_SNAP_NO_URING };
+	int fd = tmpfile_in("/var/tmp"), rc;
+
+	for (size_t p = 0; p < 4; p++)
+		fill_page(r, p, 5);
+	trunc_ops = hpr__os_real;
+	trunc_ops.madvise = trunc_madvise;
+	for (size_t k = 0; k < 2; k++) {
+		ck_assert_int_eq(hpr_save(r, fd, 0), 0);
+		q = mk(HPR_BACKEND_THP, NULL, 4);
+		trunc_at = (char *)hpr_base(q) + 3 * ps;
+		trunc_len = (off_t)(data_off(4) + 3 * ps + 4096 + 512);
+		trunc_fd = fd;
+		hpr__os_set(&trunc_ops);
+		rc = hpr_load(q, fd, flags[k], &changed);
+		hpr__os_set(NULL);
+		ck_assert_msg(trunc_fd < 0, "the load did not fault page 3 in");
+		ck_assert_msg(rc == -EBADMSG, "flags %#x: load gave %d (%s), expected -EBADMSG",
+			      flags[k], rc, hpr_strerror(rc));
+		ck_assert_msg(strstr(hpr_strerror(rc), "truncated"), "%s", hpr_strerror(rc));
+		ck_assert_uint_eq(changed, 0);
+		ck_assert_uint_eq(resident(q), 0);
+		hpr_destroy(q);
+	}
+	close(fd);
+	hpr_destroy(r);
+}
+END_TEST
+
+/* ---- failed saves ---- */
+START_TEST(failed_save_enospc)
+{
+	/* 16 MiB of data on an 8 MiB tmpfs: the save fails part-way and
+	 * leaves the file empty, its space freed; load says why */
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 8);
+	int fd = tmpfile_in(t_mount_tmpfs("size=8m")), rc;
+	struct stat st;
+
+	for (size_t p = 0; p < 8; p++)
+		fill_page(r, p, 4);
+	rc = hpr_save(r, fd, 0);
+	ck_assert_msg(rc == -ENOSPC, "save gave %d (%s)", rc, hpr_strerror(rc));
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	ck_assert_int_eq(st.st_blocks, 0);
+	load_fails(fd, 8, -EINVAL, "empty");
+	close(fd);
+	hpr_destroy(r);
+}
+END_TEST
+
+START_TEST(failed_save_unreadable)
+{
+	/* a page the application made unreadable: refused before the file is
+	 * touched (the snapshot already in it still loads), no SIGSEGV */
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 4), *q;
+	size_t ps = 2 * MiB;
+	int fd = tmpfile_in(t_mount_tmpfs("size=64m")), rc;
+	char *b = hpr_base(r);
+
+	for (size_t p = 0; p < 4; p++)
+		fill_page(r, p, 6);
+	ck_assert_int_eq(hpr_save(r, fd, 0), 0);
+	b[3 * ps] = 1; /* a change the failed save must not half-write */
+	ck_assert_int_eq(mprotect(b + 2 * ps + 8192, 4096, PROT_NONE), 0);
+	rc = hpr_save(r, fd, 0);
+	ck_assert_msg(rc == -EFAULT, "save gave %d (%s)", rc, hpr_strerror(rc));
+	ck_assert(strstr(hpr_strerror(rc), "cannot be read"));
+	ck_assert(strstr(hpr_strerror(rc), "0x400000"));
+	ck_assert_int_eq(mprotect(b + 2 * ps + 8192, 4096, PROT_READ | PROT_WRITE), 0);
+	q = mk(HPR_BACKEND_THP, NULL, 4);
+	rc = hpr_load(q, fd, 0, NULL);
+	ck_assert_msg(rc == 0, "the earlier snapshot: %s", hpr_strerror(rc));
+	for (size_t p = 0; p < 4; p++)
+		ck_assert(page_is(q, p, 6));
+	hpr_destroy(q);
+	close(fd);
+	hpr_destroy(r);
+}
+END_TEST
+
+/* ---- room for the pages a load faults in, checked up front ---- */
+/* A snapshot of 4 pages of seed 8, on a tmpfs. */
+static int saved4(void)
+{
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 4);
+	int fd = tmpfile_in(t_mount_tmpfs("size=64m"));
+
+	for (size_t p = 0; p < 4; p++)
+		fill_page(r, p, 8);
+	ck_assert_int_eq(hpr_save(r, fd, 0), 0);
+	hpr_destroy(r);
+	return fd;
+}
+
+/* Loading fd into q (pages 0, 1 of seed 42) fails with err before q is
+ * touched. */
+static void load_refused(hpr_region *q, int fd, int err)
+{
+	size_t changed = 1;
+	int rc = hpr_load(q, fd, 0, &changed);
+
+	ck_assert_msg(rc == err, "load gave %d (%s)", rc, hpr_strerror(rc));
+	ck_assert_msg(strstr(hpr_strerror(rc), "not changed"), "%s", hpr_strerror(rc));
+	ck_assert_uint_eq(changed, 0);
+	ck_assert(page_is(q, 0, 42) && page_is(q, 1, 42));
+}
+
+static void load_ok(hpr_region *q, int fd)
+{
+	int rc = hpr_load(q, fd, 0, NULL);
+
+	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
+	for (size_t p = 0; p < 4; p++)
+		ck_assert(page_is(q, p, 8));
+}
+
+START_TEST(load_room_hugetlb)
+{
+	/* pool of exactly 4: q holds 2 pages, another region the other 2, and
+	 * the snapshot needs 2 more in q: refused before any page is
+	 * overwritten (it failed with -ENOMEM half-way) */
+	int fd = saved4(), rc;
+	hpr_region *q, *z;
+	size_t ps = 2 * MiB, got = 0;
+
+	t_need_pool_2m(4);
+	q = mk(HPR_BACKEND_HUGETLB, NULL, 4);
+	for (size_t p = 0; p < 4; p++)
+		fill_page(q, p, 42);
+	ck_assert_int_eq(hpr_release_lazy(q, 2 * ps, 2 * ps), 0);
+	ck_assert_int_eq(hpr_reclaim(q, 0, &got), 0);
+	ck_assert_uint_eq(got, 2 * ps);
+	z = mk(HPR_BACKEND_HUGETLB, NULL, 2);
+	ck_assert_int_eq(hpr_fault_in(z, 0, 2 * ps), 0);
+	ck_assert_uint_eq(t_hugetlb_free(2048), 0);
+	load_refused(q, fd, -ENOMEM);
+	hpr_destroy(z);
+	/* the other region only reserves its 2 pages: they count as free, so
+	 * the check passes, and the fault fails part-way -- with the pool's
+	 * advice, not "Bad address" from the read's copy */
+	z = mk(HPR_BACKEND_HUGETLB, NULL, 2);
+	rc = hpr_load(q, fd, 0, NULL);
+	ck_assert_msg(rc == -ENOMEM, "load gave %d (%s)", rc, hpr_strerror(rc));
+	ck_assert_msg(strstr(hpr_strerror(rc), "hugetlb pool"), "%s", hpr_strerror(rc));
+	hpr_destroy(z);
+	load_ok(q, fd);
+	hpr_destroy(q);
+	close(fd);
+}
+END_TEST
+
+START_TEST(load_room_tmpfs)
+{
+	/* a shmem region on a 12 MiB tmpfs holding 2 of its 4 pages, and a
+	 * 6 MiB file next to it: 2 MiB are free, the snapshot needs 2 more
+	 * pages (4 MiB) faulted in */
+	const char *dir = t_mount_tmpfs("size=12m,huge=always");
+	int fd = saved4(), other;
+	hpr_region *q = mk(HPR_BACKEND_SHMEM, dir, 4);
+	static char junk[6 * MiB];
+
+	fill_page(q, 0, 42);
+	fill_page(q, 1, 42);
+	other = tmpfile_in(dir);
+	memset(junk, 1, sizeof(junk));
+	ck_assert_int_eq(pwrite(other, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	load_refused(q, fd, -ENOSPC);
+	close(other);
+	load_ok(q, fd);
+	hpr_destroy(q);
+	close(fd);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("snapshot");
 	TCase *rt = tcase_create("round_trip"), *err = tcase_create("errors");
+	TCase *rb = tcase_create("robust");
 
 	tcase_add_test(rt, xxh64_vectors);
 	tcase_add_test(rt, rt_thp);
@@ -588,8 +992,16 @@ static Suite *suite(void)
 	tcase_add_test(err, err_page_size);
 	tcase_add_test(err, err_bad_args);
 	tcase_add_test(err, gib_pages);
+	tcase_add_test(rb, sparse_copies);
+	tcase_add_test(rb, guard_reclaimed);
+	tcase_add_test(rb, err_truncated_direct);
+	tcase_add_test(rb, failed_save_enospc);
+	tcase_add_test(rb, failed_save_unreadable);
+	tcase_add_test(rb, load_room_hugetlb);
+	tcase_add_test(rb, load_room_tmpfs);
 	suite_add_tcase(s, rt);
 	suite_add_tcase(s, err);
+	suite_add_tcase(s, rb);
 	return s;
 }
 

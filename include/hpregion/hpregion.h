@@ -196,14 +196,18 @@ HPR_API int hpr_fault_error(const hpr_region *r, size_t *off);
  * huge pages are released; partial ones are remembered until the rest of
  * the huge page is released too. Call hpr_fault_in() before writing the
  * range again; each 4 KiB page then holds its old data or zeros, never data
- * from elsewhere. THP: MADV_FREE. shmem/hugetlb: a state change only;
- * hpr_reclaim(), the lazy budget or PSI pressure punch holes later.
- * Errors: -EINVAL (range), -EPERM (region is mlocked: MADV_FREE would be a
- * no-op; unlock with HPR_F_LOCK off), -ENOMEM (HPR_F_GUARD: the process is
- * at vm.max_map_count; the pages stay unreleased and intact).
+ * from elsewhere. THP: MADV_FREE. shmem/hugetlb, and locked memory
+ * (HPR_F_LOCK or the application's mlockall: the kernel refuses MADV_FREE
+ * there): a state change only, the memory stays resident; hpr_reclaim(),
+ * the lazy budget or PSI pressure give it back later.
+ * Errors: -EINVAL (range), -ENOMEM (HPR_F_GUARD: the process is at
+ * vm.max_map_count; the pages stay unreleased and intact), -ENXIO (a
+ * forked child and a private file-backed region it did not inherit).
  */
 HPR_API int hpr_release_lazy(hpr_region *r, size_t off, size_t len);
-/* Discard up to max_bytes (0: all) of lazily released memory now. */
+/* Discard up to max_bytes (0: all) of lazily released memory now. Locked
+ * memory too (MADV_DONTNEED_LOCKED on THP, Linux 5.18; -EPERM before); a
+ * later hpr_fault_in brings a page back, locked again. */
 HPR_API int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed);
 /*
  * MADV_COLLAPSE [off, off+len) on the workers. *collapsed (may be NULL) is
@@ -273,15 +277,26 @@ HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
  * header goes last, so an interrupted save is never taken for a snapshot.
  * Writers must be quiet while a save runs (the pages are read in place).
  * Errors: -EINVAL (NULL region, unknown flags, fd not a regular file or
- * O_APPEND), -EBADF (fd not open for writing), -ENOSPC, -EFBIG, -EIO. A
- * failed save leaves the file empty.
+ * O_APPEND), -EBADF (fd not open for writing), -EFAULT (a region page
+ * cannot be read: mprotect()ed, or its file truncated), -ENOSPC, -EFBIG,
+ * -EIO. Errors found before writing (all but the last three) leave the
+ * file untouched; a save that fails part-way truncates it to 0 bytes;
+ * hpr_load() refuses both an empty file and one a killed save left (its
+ * header is zeros: the header is written last).
  *
  * hpr_load() reads such a file into a region of the same size and page
  * size (any backend). It checks the header, the table and the file's
- * extents before it touches the region, then faults in exactly the saved
- * pages as it reads them (on the region's workers) and verifies each
- * page's checksum; pages the snapshot has as holes are dropped from the
- * region, so afterwards exactly the saved pages are resident. *changed
+ * extents (holes inside a data page are fine: sparse copies made by cp or
+ * rsync -S read back the same zeros, and each page has a checksum; a data
+ * page that is all hole is not), and that the pages it will fault in fit
+ * in the hugetlb pool or the region's tmpfs, before it touches the
+ * region; then it faults in exactly the saved pages as it reads them (on
+ * the region's workers) and verifies each page's checksum; pages the
+ * snapshot has as holes are dropped from the
+ * region, so afterwards exactly the saved pages are resident -- except in a
+ * locked region (HPR_F_LOCK, mlockall), where they are zeroed in place and
+ * everything stays resident and locked. Guard-mode regions (HPR_F_GUARD)
+ * work: released pages are unprotected through the fault table. *changed
  * (may be NULL) receives the bytes of the region that were changed: on
  * success the saved pages plus the dropped ones; on failure only pages
  * that held contents before and were overwritten -- pages that were absent
