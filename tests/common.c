@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static pid_t main_pid;
@@ -465,6 +466,52 @@ long long t_meminfo(const char *key)
 		}
 	fclose(f);
 	return v;
+}
+
+const char *t_hpr_path(void)
+{
+	static char path[4096 + 16];
+	static const char *const rel[] = { "/hpr", "/../tools/hpr" };
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return NULL;
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", self, rel[i]);
+		if (!access(path, X_OK))
+			return path;
+	}
+	return NULL;
+}
+
+int t_hpr(const char *args, char *out, size_t len)
+{
+	const char *hpr = t_hpr_path();
+	char cmd[8192];
+	size_t n = 0;
+	FILE *p;
+	int c, st;
+
+	if (!hpr || !len)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "'%s' %s", hpr, args);
+	fflush(NULL);
+	p = popen(cmd, "re");
+	if (!p)
+		return -1;
+	while ((c = fgetc(p)) != EOF)
+		if (c != ' ' && c != '\n' && c != '\t' && n + 1 < len)
+			out[n++] = (char)c;
+	out[n] = 0;
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 void t_compact(void)

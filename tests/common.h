@@ -103,6 +103,14 @@ long long t_meminfo(const char *key);
 /* Drop caches/compact so huge pages are available. */
 void t_compact(void);
 
+/* The hpr command: next to the suite (the VM guests' /tests) or in the
+ * build's tools/; NULL when it was not built (HPR_BUILD_TOOLS=OFF). */
+const char *t_hpr_path(void);
+/* Run `hpr ARGS` and keep its stdout in out, every blank removed (so JSON
+ * can be matched with strstr whatever its layout). Returns the exit status,
+ * or -1 when it could not run. */
+int t_hpr(const char *args, char *out, size_t len);
+
 int t_run_suite(Suite *s, unsigned needs);
 #define HPR_TEST_MAIN(suite_fn, needs)                 \
 	int main(void)                                 \
