@@ -44,7 +44,8 @@ static void shared_init(void)
 {
 	if (sh)
 		return;
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		  -1, 0);
 	if (sh == MAP_FAILED) {
 		perror("mmap");
 		exit(1);
@@ -249,9 +250,7 @@ void t_need_pool_2m(unsigned long n)
 	if (got < n)
 		t_skip("the kernel gave %lu of %lu 2 MiB hugetlb pages", got, n);
 	ck_assert_int_eq(t_sysfs_set("/sys/kernel/mm/hugepages/hugepages-2048kB/"
-				     "nr_overcommit_hugepages",
-				     "0"),
-			 0);
+				     "nr_overcommit_hugepages", "0"), 0);
 }
 
 void t_config(struct hpr_config *c, enum hpr_backend b, const char *path, size_t size,
@@ -308,8 +307,7 @@ int t_smaps(const void *addr, size_t len, struct t_smaps *o)
 		unsigned long a, b, v;
 		char key[64];
 
-		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
 			in = a < hi && b > lo;
 			o->vmas += in;
 			continue;
@@ -383,7 +381,8 @@ static void track_sub(uintptr_t lo, uintptr_t hi)
 	}
 }
 
-static int track_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, void **out)
+static int track_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off,
+		      void **out)
 {
 	int rc = track_prev->mmap(addr, len, prot, flags, fd, off, out);
 
@@ -532,8 +531,7 @@ int t_run_suite(Suite *s, unsigned needs)
 	if (needs & T_NEED_ROOT) {
 		/* hugetlb pools and sysfs modes are system-wide: one suite
 		 * (or benchmark) that changes them at a time */
-		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-			      0600);
+		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 		if (lk >= 0)
 			flock(lk, LOCK_EX); /* held until exit */
