@@ -112,10 +112,10 @@ const char *t_hpr_path(void);
 int t_hpr(const char *args, char *out, size_t len);
 
 int t_run_suite(Suite *s, unsigned needs);
-#define HPR_TEST_MAIN(suite_fn, needs)                 \
-	int main(void)                                 \
-	{                                              \
-		return t_run_suite(suite_fn(), needs); \
+#define HPR_TEST_MAIN(suite_fn, needs)                                         \
+	int main(void)                                                         \
+	{                                                                      \
+		return t_run_suite(suite_fn(), needs);                         \
 	}
 
 #define MiB (1024UL * 1024UL)
