@@ -99,7 +99,6 @@ void t_unavailable(const char *cap, const char *fmt, ...)
 		ck_abort_msg("%s: %s, but HPR_TEST_REQUIRE promises it", cap, why);
 	printf("NOTRUN: %s: %s (not run here; HPR_TEST_REQUIRE=%s makes this a failure)\n", cap,
 	       why, cap);
-	fprintf(stderr, "NOTRUN: %s: %s\n", cap, why);
 }
 
 static int write_file(const char *path, const char *val)

@@ -43,9 +43,9 @@ void t_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))
 #define T_CAP_HUGETLB_CG "hugetlb_cgroup" /* a hugetlb cgroup controller */
 bool t_required(const char *cap);
 /* cap is missing here. Required (HPR_TEST_REQUIRE): the test fails with
- * why. Otherwise prints "NOTRUN: cap: why" to stdout and stderr (the VM
- * guests and the test logs show these lines) and returns: the caller
- * returns too, and the test passes without having run. */
+ * why. Otherwise prints "NOTRUN: cap: why" to stdout (the VM guests report
+ * these lines as VMNOTRUN) and returns: the caller returns too, and the
+ * test passes without having run. */
 void t_unavailable(const char *cap, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Mount a tmpfs with opts (e.g. "huge=always,size=1g") on a fresh dir. */
 const char *t_mount_tmpfs(const char *opts);
