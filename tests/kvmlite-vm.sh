@@ -10,7 +10,8 @@
 #   tests/kvmlite-vm.sh BUILD_DIR [WORK_DIR]
 #   KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3" tests/kvmlite-vm.sh build
 #       runs that one command instead of the test cases (KVMLITE_VM_MEM,
-#       KVMLITE_VM_HUGEPAGES, KVMLITE_VM_TIMEOUT size the guest); with
+#       KVMLITE_VM_HUGEPAGES, KVMLITE_VM_GIB -- 1 GiB pages reserved at
+#       boot, for -b hugetlb-1g -- and KVMLITE_VM_TIMEOUT size the guest); with
 #       KVMLITE_VM_JSON=FILE the command also gets --json and its JSON is
 #       copied back to FILE on the host (bench/run uses this)
 # The kernel package is fetched once with apt-get download into
@@ -120,7 +121,7 @@ echo "kvmlite-vm: booting $(basename "$VMLINUZ") under qemu TCG with -cpu max,+s
 timeout "${KVMLITE_VM_TIMEOUT:-900}" qemu-system-x86_64 -accel "${KVMLITE_VM_ACCEL:-tcg,thread=single}" -cpu max,+svm \
 	-m "${KVMLITE_VM_MEM:-1536M}" -smp 2 \
 	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
-	-append "console=ttyS0 quiet panic=-1" -display none -no-reboot -nodefaults -monitor none \
+	-append "console=ttyS0 quiet panic=-1${KVMLITE_VM_GIB:+ hugepagesz=1G hugepages=$KVMLITE_VM_GIB}" -display none -no-reboot -nodefaults -monitor none \
 	-serial stdio </dev/null >"$LOG" 2>&1 || true
 tr -d '\r' <"$LOG" | sed -n '/KVMLITE-GUEST/,$p'
 
