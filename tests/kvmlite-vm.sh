@@ -154,6 +154,8 @@ done < <(tr -d '\r' <"$LOG" | grep "KVMLITE-CASE ")
 for want in "checksum 0x[0-9a-f]*: matches the host view" "checksum after reuse" \
 	"another process mapping hpr_fd(): sees the guest.s memory" \
 	"identical to before the snapshot" "page-table walk: 4 KiB" "page-table walk: 2 MiB" \
+	"restored into a new VM (shmem RAM, 2048 KiB pages)" \
+	"restored into a new VM (hugetlb RAM, 2048 KiB pages)" \
 	"kvm_amd (hardware SVM), nested paging Y" "guest exception 6 (#UD) at CPL 3"; do
 	grep -q "$want" "$LOG" || { echo "kvmlite-vm: missing in output: $want" >&2; fail=1; }
 done

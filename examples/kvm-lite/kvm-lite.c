@@ -261,9 +261,10 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       : k == 0 ? "SEES OTHER DATA" : strerror(-k));
 	}
 	if (o->snapshot)
-		printf("snapshot: hpr_save %.1f ms, hpr_load %.1f ms, restored into a new VM; "
-		       "checksum after restore %#llx: %s\n",
-		       res->save_ms, res->load_ms,
+		printf("snapshot: hpr_save %.1f ms, hpr_load %.1f ms, restored into a new VM "
+		       "(%s RAM, %zu KiB pages); checksum after restore %#llx: %s\n",
+		       res->save_ms, res->load_ms, kl_backing_names[res->restored_backing],
+		       res->restored_page >> 10,
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_RESTORED],
 		       !res->restored ? "NOT RESTORED"
 		       : res->restored_mismatch ? "DIFFERS from before the snapshot"
