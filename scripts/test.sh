@@ -41,7 +41,7 @@ run_ctest build-test -L example
 echo "== benchmarks, quick mode (they run; their timings are not judged)"
 bench/run --quick --build build-test --out build-test/bench-report
 
-echo "== kernel and NUMA matrix: qemu guests, Debian 6.1 kernel, one node and two nodes"
+echo "== kernel and NUMA matrix: qemu guests, Debian 6.1 kernel: one node, two nodes, 1 GiB pages + cgroup v2 hugetlb"
 run_ctest build-test -L vm
 
 if [ $QUICK = 0 ]; then

@@ -502,10 +502,12 @@ static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why,
 	}
 	cg = hpr__hugetlb_cgroup_room(ps);
 	if (cg >= 0 && (unsigned long long)cg < (unsigned long long)npages * ps) {
+		char f[320];
+
 		snprintf(why, wlen,
 			 "the hugetlb cgroup allows %lld more bytes of %s pages, region "
-			 "needs %zu: raise hugetlb.*.max / limit_in_bytes",
-			 cg, sz, npages * ps);
+			 "needs %zu: raise %s",
+			 cg, sz, npages * ps, hpr__hugetlb_cgroup_file(ps, f, sizeof(f)));
 		return -ENOMEM;
 	}
 	return 0;

@@ -68,6 +68,9 @@ const char *hpr__pool_knob(size_t page_size, char *buf, size_t len);
 unsigned long hpr__hugetlb_overcommit(size_t page_size);
 /* Bytes the caller's hugetlb cgroup still allows for page_size, or -1. */
 long long hpr__hugetlb_cgroup_room(size_t page_size);
+/* The limit file behind it, e.g. "/sys/fs/cgroup/x/hugetlb.2MB.max" (v2)
+ * or ".../hugetlb.2MB.limit_in_bytes" (v1), for messages; "" without one. */
+const char *hpr__hugetlb_cgroup_file(size_t page_size, char *buf, size_t len);
 bool hpr__hugetlb_size_supported(size_t page_size);
 /* Reset the cache (tests that change sysfs settings). */
 void hpr__probe_reset(void);

@@ -173,6 +173,21 @@ static const char *cg_size_name(size_t ps, char *buf, size_t len)
 	return buf;
 }
 
+const char *hpr__hugetlb_cgroup_file(size_t page_size, char *buf, size_t len)
+{
+	const struct hpr__caps *c = hpr__caps();
+	char sz[16];
+
+	if (!c->hugetlb_cg_dir[0]) {
+		snprintf(buf, len, "%s", "");
+		return buf;
+	}
+	cg_size_name(page_size, sz, sizeof(sz));
+	snprintf(buf, len, "%s/hugetlb.%s.%s", c->hugetlb_cg_dir, sz,
+		 c->hugetlb_cg_v2 ? "max" : "limit_in_bytes");
+	return buf;
+}
+
 long long hpr__hugetlb_cgroup_room(size_t page_size)
 {
 	const struct hpr__caps *c = hpr__caps();
@@ -184,8 +199,7 @@ long long hpr__hugetlb_cgroup_room(size_t page_size)
 	if (!c->hugetlb_cg_dir[0])
 		return -1;
 	cg_size_name(page_size, sz, sizeof(sz));
-	snprintf(p, sizeof(p), "%s/hugetlb.%s.%s", c->hugetlb_cg_dir, sz,
-		 c->hugetlb_cg_v2 ? "max" : "limit_in_bytes");
+	hpr__hugetlb_cgroup_file(page_size, p, sizeof(p));
 	got = hpr__os->read_file(p, buf, sizeof(buf));
 	if (got <= 0 || !strncmp(buf, "max", 3))
 		return -1;

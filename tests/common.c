@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static pid_t main_pid;
@@ -67,6 +68,37 @@ void t_skip(const char *fmt, ...)
 		exit(1);
 	}
 	exit(77);
+}
+
+bool t_required(const char *cap)
+{
+	const char *req = getenv("HPR_TEST_REQUIRE");
+	size_t n = strlen(cap);
+
+	while (req && *req) {
+		size_t len;
+
+		req += strspn(req, ", ");
+		len = strcspn(req, ", ");
+		if (len == n && !strncmp(req, cap, n))
+			return true;
+		req += len;
+	}
+	return false;
+}
+
+void t_unavailable(const char *cap, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (t_required(cap))
+		ck_abort_msg("%s: %s, but HPR_TEST_REQUIRE promises it", cap, why);
+	printf("NOTRUN: %s: %s (not run here; HPR_TEST_REQUIRE=%s makes this a failure)\n", cap,
+	       why, cap);
 }
 
 static int write_file(const char *path, const char *val)
@@ -239,23 +271,44 @@ void t_need_pool_2m(unsigned long n)
 	need_pool(2048, n, "2 MiB");
 }
 
-void t_need_pool_1g(unsigned long n)
+bool t_need_pool_1g(unsigned long n)
 {
 	const unsigned long kb = 1048576;
-	unsigned long have;
+	unsigned long have, got;
 	long long avail;
 
-	if (access("/sys/kernel/mm/hugepages/hugepages-1048576kB", F_OK))
-		t_skip("this kernel or CPU has no 1 GiB hugetlb pages (pdpe1gb)");
+	if (access("/sys/kernel/mm/hugepages/hugepages-1048576kB", F_OK)) {
+		t_unavailable(T_CAP_GIB, "this kernel offers no 1 GiB hugetlb pages (no "
+					 "hugepages-1048576kB: no pdpe1gb on this CPU)");
+		return false;
+	}
 	/* pages already in the pool are in use, not in MemAvailable; leave
 	 * 1 GiB to everything else on the machine */
 	have = pool_read(kb, "nr_hugepages");
 	avail = t_meminfo("MemAvailable");
-	if (n > have && (avail < 0 || (unsigned long long)avail < (n - have + 1) * kb))
-		t_skip("MemAvailable is %lld kB: too little for %lu more 1 GiB hugetlb "
-		       "pages with 1 GiB to spare",
-		       avail, n - have);
-	need_pool(kb, n, "1 GiB");
+	if (n > have && (avail < 0 || (unsigned long long)avail < (n - have + 1) * kb)) {
+		t_unavailable(T_CAP_GIB,
+			      "MemAvailable is %lld kB: too little for %lu more 1 GiB hugetlb "
+			      "pages with 1 GiB to spare",
+			      avail, n - have);
+		return false;
+	}
+	got = t_hugetlb_pool(kb, n);
+	if (got < n) {
+		t_compact();
+		got = t_hugetlb_pool(kb, n);
+	}
+	if (got < n) {
+		t_unavailable(T_CAP_GIB,
+			      "the kernel gave %lu of %lu 1 GiB hugetlb pages (no free, movable "
+			      "1 GiB range: memory too small or fragmented)",
+			      got, n);
+		return false;
+	}
+	/* gigantic pages cannot be overcommitted: the kernel refuses any
+	 * write to nr_overcommit_hugepages there, "0" included, and it
+	 * reads 0: the pool is all there is */
+	return true;
 }
 
 void t_config(struct hpr_config *c, enum hpr_backend b, const char *path, size_t size,
@@ -470,6 +523,52 @@ long long t_meminfo(const char *key)
 		}
 	fclose(f);
 	return v;
+}
+
+const char *t_hpr_path(void)
+{
+	static char path[4096 + 16];
+	static const char *const rel[] = { "/hpr", "/../tools/hpr" };
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return NULL;
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", self, rel[i]);
+		if (!access(path, X_OK))
+			return path;
+	}
+	return NULL;
+}
+
+int t_hpr(const char *args, char *out, size_t len)
+{
+	const char *hpr = t_hpr_path();
+	char cmd[8192];
+	size_t n = 0;
+	FILE *p;
+	int c, st;
+
+	if (!hpr || !len)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "'%s' %s", hpr, args);
+	fflush(NULL);
+	p = popen(cmd, "re");
+	if (!p)
+		return -1;
+	while ((c = fgetc(p)) != EOF)
+		if (c != ' ' && c != '\n' && c != '\t' && n + 1 < len)
+			out[n++] = (char)c;
+	out[n] = 0;
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 void t_compact(void)

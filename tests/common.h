@@ -7,6 +7,11 @@
  *    with one forked process per test, and exits 0, 1, or 77 (skip).
  *  - t_skip() prints why and exits 77; with HPR_TEST_NO_SKIP=1 (set by
  *    .ci/run: CI has every capability) a skip is a failure (exit 1).
+ *  - t_unavailable() is for capabilities machines of our kind differ in
+ *    (1 GiB pages, anonymous VMA names, the hugetlb cgroup controller):
+ *    where one is missing the test says so loudly and passes, unless
+ *    HPR_TEST_REQUIRE names it (the VM matrix's guests promise them), and
+ *    then it fails.
  *  - System settings a test changes (hugetlb pool, THP sysfs modes) are
  *    restored when the suite's main process exits.
  *  - t_smaps() reads /proc/self/smaps with its own parser, independent of
@@ -18,6 +23,7 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <hpregion/hpregion.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +36,17 @@ struct t_smaps {
 };
 
 void t_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Capabilities the environment promises: HPR_TEST_REQUIRE is a comma- or
+ * space-separated list of names (T_CAP_*). */
+#define T_CAP_GIB "gib"			  /* 1 GiB hugetlb pages, a pool of >= 2 */
+#define T_CAP_ANON_NAMES "anon_names"	  /* PR_SET_VMA_ANON_NAME */
+#define T_CAP_HUGETLB_CG "hugetlb_cgroup" /* a hugetlb cgroup controller */
+bool t_required(const char *cap);
+/* cap is missing here. Required (HPR_TEST_REQUIRE): the test fails with
+ * why. Otherwise prints "NOTRUN: cap: why" to stdout (the VM guests report
+ * these lines as VMNOTRUN) and returns: the caller returns too, and the
+ * test passes without having run. */
+void t_unavailable(const char *cap, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Mount a tmpfs with opts (e.g. "huge=always,size=1g") on a fresh dir. */
 const char *t_mount_tmpfs(const char *opts);
 /* Mount hugetlbfs with opts (e.g. "pagesize=2M" or NULL). */
@@ -43,7 +60,7 @@ unsigned long t_hugetlb_pool(unsigned long kb, unsigned long n);
 void t_need_pool_2m(unsigned long n);
 /* The same for 1 GiB pages; skips (t_skip) when the kernel or CPU has none
  * or MemAvailable cannot spare n GiB with 1 GiB left over. */
-void t_need_pool_1g(unsigned long n);
+bool t_need_pool_1g(unsigned long n);
 unsigned long t_hugetlb_free(unsigned long kb);
 unsigned long t_hugetlb_resv(unsigned long kb);
 unsigned long t_hugetlb_surp(unsigned long kb);
@@ -88,6 +105,14 @@ int t_dir_entries(const char *dir);
 long long t_meminfo(const char *key);
 /* Drop caches/compact so huge pages are available. */
 void t_compact(void);
+
+/* The hpr command: next to the suite (the VM guests' /tests) or in the
+ * build's tools/; NULL when it was not built (HPR_BUILD_TOOLS=OFF). */
+const char *t_hpr_path(void);
+/* Run `hpr ARGS` and keep its stdout in out, every blank removed (so JSON
+ * can be matched with strstr whatever its layout). Returns the exit status,
+ * or -1 when it could not run. */
+int t_hpr(const char *args, char *out, size_t len);
 
 int t_run_suite(Suite *s, unsigned needs);
 #define HPR_TEST_MAIN(suite_fn, needs)                                         \

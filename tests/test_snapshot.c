@@ -482,49 +482,6 @@ START_TEST(err_page_size)
 }
 END_TEST
 
-START_TEST(gib_pages)
-{
-	/* a real 1 GiB-page region where the pool can be had: 512 chunk I/Os
-	 * per page, and a 2 MiB-page snapshot refused by page size */
-	struct hpr_config c;
-	hpr_region *r, *q;
-	int fd = saved(), fd2, rc;
-	char *b;
-
-	if (access("/sys/kernel/mm/hugepages/hugepages-1048576kB", F_OK) ||
-	    t_hugetlb_pool(1048576, 2) < 2) {
-		/* not a skip: err_page_size covers the check with a crafted
-		 * header; this is the extra, real-pages version */
-		fprintf(stderr, "NOTE: gib_pages: could not get two 1 GiB hugetlb pages "
-				"(none on this kernel, or memory fragmented): real 1 GiB round trip not run\n");
-		close(fd);
-		return;
-	}
-	hpr_config_init(&c);
-	c.backend = HPR_BACKEND_HUGETLB;
-	c.page_size = 1 * GiB;
-	c.size = 1 * GiB;
-	ck_assert_int_eq(hpr_create(&c, &r), 0);
-	rc = hpr_load(r, fd, 0, NULL);
-	ck_assert_int_eq(rc, -EINVAL);
-	ck_assert(strstr(hpr_strerror(rc), "2 MiB pages"));
-	ck_assert_int_eq(hpr_fault_in(r, 0, GiB), 0);
-	b = hpr_base(r);
-	for (size_t i = 0; i < GiB; i += 4096)
-		b[i] = (char)(i >> 12);
-	fd2 = tmpfile_in("/var/tmp");
-	ck_assert_int_eq(hpr_save(r, fd2, 0), 0);
-	ck_assert_int_eq(hpr_create(&c, &q), 0);
-	rc = hpr_load(q, fd2, 0, NULL);
-	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
-	ck_assert(memcmp(hpr_base(q), b, GiB) == 0);
-	hpr_destroy(q);
-	hpr_destroy(r);
-	close(fd2);
-	close(fd);
-}
-END_TEST
-
 START_TEST(err_bad_args)
 {
 	hpr_region *r = mk(HPR_BACKEND_THP, NULL, 2);
@@ -991,7 +948,6 @@ static Suite *suite(void)
 	tcase_add_test(err, err_wrong_size);
 	tcase_add_test(err, err_page_size);
 	tcase_add_test(err, err_bad_args);
-	tcase_add_test(err, gib_pages);
 	tcase_add_test(rb, sparse_copies);
 	tcase_add_test(rb, guard_reclaimed);
 	tcase_add_test(rb, err_truncated_direct);

@@ -32,19 +32,22 @@ struct pin_case {
 static const struct pin_case p2m = { 2 * MiB, 2048, 8 };
 static const struct pin_case p1g = { 1 * GiB, 1048576, 2 };
 
-/* The pool at exactly c->npages pages, all free. */
-static void need_pool(const struct pin_case *c)
+/* The pool at exactly c->npages pages, all free; false where this machine
+ * has no 1 GiB pages to give (said, and a failure where they are promised:
+ * t_unavailable). */
+static bool need_pool(const struct pin_case *c)
 {
 	if (c->kb == 2048)
 		t_need_pool_2m(c->npages);
-	else
-		t_need_pool_1g(c->npages);
+	else if (!t_need_pool_1g(c->npages))
+		return false;
 	/* a failed earlier test (each runs in its own process) may have left
 	 * pages held that come back late: wait for them here, up to 10 s, so
 	 * each test fails for what it did itself */
 	for (int i = 0; i < 1000 && t_hugetlb_free(c->kb) < c->npages; i++)
 		usleep(10000);
 	ck_assert_uint_eq(t_hugetlb_free(c->kb), c->npages);
+	return true;
 }
 
 static hpr_region *mk(const struct pin_case *c)
@@ -149,7 +152,8 @@ static void save_case(const struct pin_case *c, const char *dir)
 	hpr_region *r;
 	int fd, rc;
 
-	need_pool(c);
+	if (!need_pool(c))
+		return;
 	r = mk(c);
 	fill(r, 1);
 	fd = snap_file(c, dir);
@@ -167,7 +171,8 @@ static void load_case(const struct pin_case *c, const char *dir)
 	size_t changed = 0;
 	int fd = snap_file(c, dir), rc;
 
-	need_pool(c);
+	if (!need_pool(c))
+		return;
 	/* the file, made without io_uring (nothing of the source can stay
 	 * pinned), from a region that is gone before the load's is made */
 	r = mk(c);
@@ -226,7 +231,8 @@ START_TEST(exit_returns_pool)
 	int fd, st;
 	pid_t pid;
 
-	need_pool(c);
+	if (!need_pool(c))
+		return;
 	fd = snap_file(c, DISK_DIR);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);

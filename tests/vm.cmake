@@ -1,5 +1,6 @@
 # The kernel and NUMA matrix (tests/vm/run.sh): qemu guests with Debian's
-# 6.1 kernel, one node and two NUMA nodes, running the suites inside.
+# 6.1 kernel -- one node, two NUMA nodes, and one node with 1 GiB pages and
+# the hugetlb cgroup on v2 (1g) -- running the suites inside.
 # Label "vm": the plain ctest run excludes it (scripts/test.sh runs it as
 # its own step with `ctest -L vm`). --quick keeps both guests within a few
 # minutes; HPR_VM_FULL=ON runs every suite.
@@ -22,7 +23,7 @@ if(NOT HPR_SANITIZE)
     set(vm_mode --quick)
     set(vm_timeout 900)
   endif()
-  foreach(cfg 1node 2node)
+  foreach(cfg 1node 2node 1g)
     add_test(NAME vm_6.1_${cfg}
       COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/vm/run.sh ${vm_mode} --config ${cfg}
               --build-dir ${PROJECT_BINARY_DIR})

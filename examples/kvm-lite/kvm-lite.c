@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"  -m, --ram SIZE         guest RAM (default 64M; multiple of 2M, or of\n"
 		"                         the host page size)\n"
 		"  -b, --backend B        host backing: 4k thp shmem shmem-huge hugetlb\n"
-		"                         (default thp; shmem/hugetlb are shared fds)\n"
+		"                         hugetlb-1g (default thp; shmem/hugetlb are\n"
+		"                         shared fds; hugetlb-1g needs -m in whole GiB)\n"
 		"  -g, --guest-page P     guest page tables: 4k or 2m (default 2m)\n"
 		"      --shmem-dir DIR    tmpfs mounted huge=always for shmem-huge (default:\n"
 		"                         a private one in a new mount namespace)\n"
@@ -112,7 +113,7 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		case 'b':
 			if (kl_backing_parse(optarg, &o->backend)) {
 				fprintf(stderr, "kvm-lite: unknown backend '%s' (4k thp shmem "
-						"shmem-huge hugetlb)\n", optarg);
+						"shmem-huge hugetlb hugetlb-1g)\n", optarg);
 				return EXIT_INPUT;
 			}
 			break;
@@ -260,9 +261,10 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       : k == 0 ? "SEES OTHER DATA" : strerror(-k));
 	}
 	if (o->snapshot)
-		printf("snapshot: hpr_save %.1f ms, hpr_load %.1f ms, restored into a new VM; "
-		       "checksum after restore %#llx: %s\n",
-		       res->save_ms, res->load_ms,
+		printf("snapshot: hpr_save %.1f ms, hpr_load %.1f ms, restored into a new VM "
+		       "(%s RAM, %zu KiB pages); checksum after restore %#llx: %s\n",
+		       res->save_ms, res->load_ms, kl_backing_names[res->restored_backing],
+		       res->restored_page >> 10,
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_RESTORED],
 		       !res->restored ? "NOT RESTORED"
 		       : res->restored_mismatch ? "DIFFERS from before the snapshot"

@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const kl_backing_names[KB_N] = { "4k", "thp", "shmem", "shmem-huge", "hugetlb" };
+const char *const kl_backing_names[KB_N] = { "4k",	  "thp",     "shmem", "shmem-huge",
+					      "hugetlb", "hugetlb-1g" };
 
 static char tmpfs_dir[64];
 
@@ -48,6 +49,8 @@ size_t kl_backing_page(enum kl_backing b)
 
 	if (b == KB_4K)
 		return 4096;
+	if (b == KB_HUGETLB_1G)
+		return 1ul << 30;
 	if (hpr_probe(&pi))
 		return 2ul << 20;
 	/* hugetlb: the library's default size, the PMD size when offered */
@@ -135,8 +138,10 @@ static int backing_config(struct hpr_config *c, enum kl_backing b, size_t size,
 		c->path = tmpfs_dir;
 		return 0;
 	case KB_HUGETLB:
+	case KB_HUGETLB_1G:
 		c->backend = HPR_BACKEND_HUGETLB; /* MFD_HUGETLB memfd, reserved now */
 		c->flags = HPR_F_SHARED;
+		c->page_size = b == KB_HUGETLB_1G ? 1ul << 30 : 0; /* 0: the default */
 		return 0;
 	default:
 		return -EINVAL;

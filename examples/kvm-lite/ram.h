@@ -29,6 +29,7 @@ enum kl_backing {
 	KB_SHMEM,      /* memfd, made huge by MADV_COLLAPSE */
 	KB_SHMEM_HUGE, /* file on a tmpfs mounted huge=always */
 	KB_HUGETLB,    /* MFD_HUGETLB memfd, reserved at create */
+	KB_HUGETLB_1G, /* the same on 1 GiB pages (RAM a multiple of 1 GiB) */
 	KB_N
 };
 

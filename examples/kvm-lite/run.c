@@ -192,16 +192,18 @@ static int save_vm(struct guest *gu, int rfd, int vfd)
 	return rc;
 }
 
-/* Create a new VM on new RAM from the two files. */
-static int restore_vm(struct guest *gu, int rfd, int vfd)
+/* Create a new VM on new RAM of backing b from the two files. */
+static int restore_vm(struct guest *gu, enum kl_backing b, int rfd, int vfd)
 {
 	struct kl_vcpu_state back;
 	struct kl_ram r2;
 	double t;
 	int rc;
 
-	if ((rc = kl_ram_create(&r2, gu->ram->backing, gu->l->ram, &gu->o->ram_opts)))
+	if ((rc = kl_ram_create(&r2, b, gu->l->ram, &gu->o->ram_opts)))
 		return rc;
+	gu->res->restored_backing = b;
+	gu->res->restored_page = hpr_page_size(r2.r);
 	t = now_ms();
 	rc = kl_ram_load(&r2, rfd);
 	gu->res->load_ms = now_ms() - t;
@@ -243,10 +245,14 @@ static int on_checkpoint(struct guest *gu)
 	rc = save_vm(gu, rfd, vfd);
 	if (!rc) {
 		/* The old VM and RAM are gone before the new ones exist:
-		 * nothing of the first run survives except the two files. */
+		 * nothing of the first run survives except the two files.
+		 * The new RAM has the old one's backing (read before
+		 * kl_ram_destroy() clears it). */
+		enum kl_backing b = gu->ram->backing;
+
 		kl_vm_destroy(&gu->v);
 		kl_ram_destroy(gu->ram);
-		rc = restore_vm(gu, rfd, vfd);
+		rc = restore_vm(gu, b, rfd, vfd);
 		res->restored = !rc;
 	}
 	close(rfd);

@@ -38,6 +38,8 @@ struct kl_result {
 	int restored_mismatch;	/* checksum after restore != before */
 	int bad_requests;	/* guest requests refused as out of range */
 	bool restored;
+	enum kl_backing restored_backing; /* --snapshot: the new RAM's backing */
+	size_t restored_page;		  /* and its page size */
 };
 
 /* Run the guest on ram (with --snapshot, ram is a new region afterwards).

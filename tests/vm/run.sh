@@ -8,22 +8,33 @@
 #   2node   the same kernel on two NUMA nodes (1 CPU + 3 GiB each), a
 #           hugetlb pool on each node; also runs the multi-node NUMA suite
 #           (tests/vm/numa_multi.c), which must pass there, never skip
+#   1g      the same kernel, one node, two 1 GiB hugetlb pages reserved at
+#           boot and the hugetlb controller on cgroup v2; promises (in
+#           HPR_TEST_REQUIRE) 1 GiB pages and the hugetlb cgroup, and
+#           anonymous VMA names when the kernel's config has
+#           CONFIG_ANON_VMA_NAME=y (Debian's 6.1 and 6.12 do not)
 #
 # Inside the guest HPR_TEST_NO_SKIP is unset: a suite whose feature 6.1
-# lacks exits 77 and is counted and reported as a skip (the host run in CI
-# is the one that allows none). The guest prints one summary line,
-#   VMRESULT config=... kernel=... nodes=N pass=N fail=N skip=N xfail=N
+# lacks exits 77 and is counted and reported as a skip. When this script
+# runs under HPR_TEST_NO_SKIP (CI), a skip not listed in
+# tests/vm/allowed-skips fails. What a configuration promises is exported
+# as HPR_TEST_REQUIRE: a suite that finds it missing fails. The guest prints
+# one summary line,
+#   VMRESULT config=... kernel=... nodes=N gib=N hugetlb_cgroup=v1|v2|none
+#            pass=N fail=N skip=N xfail=N suites: ...
 # which this script parses; it exits non-zero if a suite failed (other than
-# the known failures listed in tests/vm/known-failures), the
-# guest crashed, or it did not finish within the timeout.
+# the known failures listed in tests/vm/known-failures), the guest crashed
+# or did not finish within the timeout, or the guest is not the shape its
+# configuration promises (kernel, NUMA nodes, 1 GiB pages, the hugetlb
+# cgroup hierarchy) or passed fewer suites than its minimum.
 #
-#   tests/vm/run.sh [--quick] [--config 1node|2node|all] [--build-dir DIR]
+#   tests/vm/run.sh [--quick] [--config 1node|2node|1g|all] [--build-dir DIR]
 #                   [--timeout SECONDS] [--suites "test_a test_b"]
 #
 # --quick: the one-node guest skips the suites listed in tests/vm/slow-suites
 # (stress and long ones; the guest is emulated), the two-node guest runs only
-# the NUMA suites (tests/vm/numa-suites) and numa_multi, and HPR_TEST_QUICK=1
-# is exported in the guest so suites that honour it use smaller sizes. CI
+# the NUMA suites (tests/vm/numa-suites) and numa_multi, the 1g guest only
+# tests/vm/1g-suites, and HPR_TEST_QUICK=1 is exported in the guest. CI
 # runs --quick.
 #
 # Needs root for apt-get only (qemu-system-x86, busybox-static, cpio); the
@@ -50,7 +61,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-[ "$CONFIGS" = all ] && CONFIGS="1node 2node"
+[ "$CONFIGS" = all ] && CONFIGS="1node 2node 1g"
 [ -n "$TIMEOUT" ] || TIMEOUT=$([ $QUICK = 1 ] && echo 420 || echo 1800)
 [ -n "$BUILD" ] || BUILD=$ROOT/build-vm
 mkdir -p "$BUILD"
@@ -116,7 +127,7 @@ mkdir -p "$STAGE"/{bin,sbin,proc,sys,dev,tmp,run,tests,etc,root}
 cp "$BUSYBOX" "$STAGE/bin/busybox"
 cp "$HERE/init" "$STAGE/init"
 chmod 755 "$STAGE/init"
-for f in slow-suites numa-suites known-failures; do
+for f in slow-suites numa-suites 1g-suites known-failures allowed-skips; do
 	awk '!/^#/ && NF' "$HERE/$f" >"$STAGE/etc/$f"
 done
 
@@ -145,33 +156,55 @@ for extra in vm_probe numa_multi; do
 	copy_with_libs "$BUILD/tests/$extra"
 done
 [ $nsuites -gt 0 ] || { log "no test suites found in $BUILD/tests"; exit 1; }
+# the hpr command, for the suites that check what it reports (hpr stat,
+# hpr probe); the 1g config promises those checks
+if [ -x "$BUILD/tools/hpr" ]; then
+	copy_with_libs "$BUILD/tools/hpr"
+elif grep -qw 1g <<<"$CONFIGS"; then
+	log "missing $BUILD/tools/hpr (configure with HPR_BUILD_TOOLS=ON): the 1g config needs it"
+	exit 1
+fi
 # the dynamic loader at the path the binaries name
 mkdir -p "$STAGE/lib64"
 [ -e "$STAGE/lib64/ld-linux-x86-64.so.2" ] || cp -L /lib64/ld-linux-x86-64.so.2 "$STAGE/lib64/"
 (cd "$STAGE" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$INITRD"
 log "initramfs: $nsuites suites, $(du -h "$INITRD" | cut -f1); kernel $KVER"
+# anonymous VMA names are promised only where the kernel was built with them
+KCONFIG=$(ls "$KDIR"/boot/config-* 2>/dev/null | head -1 || true)
+ANON_NAMES=0
+[ -n "$KCONFIG" ] && grep -q '^CONFIG_ANON_VMA_NAME=y' "$KCONFIG" && ANON_NAMES=1
 
 # ---- boot ------------------------------------------------------------------
 # TCG, not KVM: this machine's /dev/kvm (kvm-pvm) crawls through real-mode
 # firmware; TCG boots 6.1 in seconds. -cpu max offers pdpe1gb (1 GiB pages).
 run_config() { # config -> 0 pass, 1 fail
 	local cfg=$1 logf=$CACHE/serial-$1.log mem smp numa=() append rc line
+	# the shape each configuration promises, checked against VMRESULT
+	local want_nodes=1 want_gib=1 want_cg=v1 min_pass require= cghugetlb=v1
 	# 6 GiB: the suites fault 1 GiB regions, and one 1 GiB hugetlb page is
 	# reserved at boot (a runtime 1 GiB allocation rarely finds a free,
 	# movable 1 GiB range in a small guest). qemu allocates guest RAM on
 	# touch: the host pays for what the suites use, not for -m.
 	mem=${HPR_VM_MEM_GB:-6}
 	smp=2
+	# min_pass: suites that must pass (a full run passes more)
 	case $cfg in
-	1node) ;;
+	1node) min_pass=14 ;; # 15 of the 16 it runs under --quick (test_snapshot skips)
 	2node)
 		numa=(-object memory-backend-ram,id=m0,size=$((mem / 2))G
 			-numa node,nodeid=0,cpus=0,memdev=m0
 			-object memory-backend-ram,id=m1,size=$((mem - mem / 2))G
 			-numa node,nodeid=1,cpus=1,memdev=m1)
+		want_nodes=2 min_pass=2 # test_smoke, numa_multi (+ test_numa*)
+		;;
+	1g)
+		want_gib=2 want_cg=v2 cghugetlb=v2 min_pass=4 # tests/vm/1g-suites
+		require=gib,hugetlb_cgroup
+		[ "$ANON_NAMES" = 1 ] && require=$require,anon_names
 		;;
 	*) log "unknown config $cfg"; return 1 ;;
 	esac
+	[ -n "$SUITES" ] && min_pass=1 # a selection: at least one of it passes
 	# THP madvise and PSI on, as on the CI host (Debian's 6.1 defaults to
 	# THP always). Automatic NUMA balancing off, as on the one-node host:
 	# on 6.1 its hinting faults make smaps under-report Rss/AnonHugePages of
@@ -180,8 +213,10 @@ run_config() { # config -> 0 pass, 1 fail
 	# (docs/vm-matrix.md; HPR_VM_APPEND=numa_balancing=enable reproduces).
 	# hprvm.* are read by /init.
 	append="console=ttyS0 panic=-1 oops=panic quiet loglevel=4 transparent_hugepage=madvise psi=1"
-	append="$append numa_balancing=disable hugepagesz=1G hugepages=1"
+	append="$append numa_balancing=disable hugepagesz=1G hugepages=$want_gib"
 	append="$append hprvm.config=$cfg hprvm.quick=$QUICK hprvm.pool=${HPR_VM_POOL:-32}"
+	append="$append hprvm.cghugetlb=$cghugetlb hprvm.require=$require"
+	case ${HPR_TEST_NO_SKIP:-} in '' | 0) ;; *) append="$append hprvm.noskip=1" ;; esac
 	append="$append ${HPR_VM_APPEND:-}" # extra kernel parameters, for experiments
 	log "booting $cfg: 6.1 guest ($KVER), -smp $smp -m ${mem}G${numa:+ with 2 NUMA nodes}, timeout ${TIMEOUT}s"
 	set +e
@@ -203,9 +238,34 @@ run_config() { # config -> 0 pass, 1 fail
 		return 1
 	fi
 	RESULTS+=("$line")
-	grep -a '^VMSKIP \|^VMXFAIL ' "$logf" | sed "s/^/  [$cfg] /" >&2 || true
+	grep -a '^VMSKIP \|^VMXFAIL \|^VMNOTRUN ' "$logf" | sed "s/^/  [$cfg] /" >&2 || true
 	grep -a '^VMSUITE .* result=fail' "$logf" | sed "s/^/  [$cfg] /" >&2 || true
-	[ "$(sed -n 's/.* fail=\([0-9]*\).*/\1/p' <<<"$line")" = 0 ]
+	check_shape "$cfg" "$line" "$want_nodes" "$want_gib" "$want_cg" "$min_pass"
+}
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+# Is the guest what its configuration promises, and did enough pass?
+check_shape() { # cfg line nodes gib cg min_pass -> 0 ok
+	local cfg=$1 line=$2 ok=0 v
+	v=$(field kernel "$line")
+	[ "$v" = "$KVER" ] || { log "$cfg: guest runs kernel '$v', not $KVER"; ok=1; }
+	v=$(field nodes "$line")
+	[ "$v" = "$3" ] || { log "$cfg: guest has ${v:-?} NUMA nodes, config promises $3"; ok=1; }
+	v=$(field gib "$line")
+	[ "${v:-0}" -ge "$4" ] ||
+		{ log "$cfg: guest has ${v:-0} 1 GiB hugetlb pages, config promises $4"; ok=1; }
+	v=$(field hugetlb_cgroup "$line")
+	[ "$v" = "$5" ] ||
+		{ log "$cfg: hugetlb cgroup controller on '${v:-?}', config promises $5"; ok=1; }
+	v=$(field pass "$line")
+	[ "${v:-0}" -ge "$6" ] || { log "$cfg: ${v:-0} suites passed, at least $6 must"; ok=1; }
+	v=$(field fail "$line")
+	[ "$v" = 0 ] || { log "$cfg: ${v:-?} suites failed"; ok=1; }
+	if [ $ok != 0 ]; then
+		RESULTS+=("$cfg: WRONG SHAPE OR RESULT (above)")
+	fi
+	return $ok
 }
 
 RESULTS=()
