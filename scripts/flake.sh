@@ -10,12 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-. scripts/lib/root.sh
 . scripts/lib/builds.sh
-if ! as_root "$@"; then
-	echo "flake.sh: the suites need root and there is no sudo here: run it as root" >&2
-	exit 1
-fi
+need_root "$@"
 N=${1:-}
 [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/flake.sh N   (runs per suite)" >&2; exit 2; }
 

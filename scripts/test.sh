@@ -11,13 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-. scripts/lib/root.sh
 . scripts/lib/builds.sh
-if ! as_root "$@"; then
-	echo "test.sh: the suites mount file systems and set the hugetlb pool, so they" \
-		"need root, and there is no sudo here: run it as root" >&2
-	exit 1
-fi
+need_root "$@"
 QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
 

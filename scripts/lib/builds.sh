@@ -6,6 +6,8 @@
 #                              with its sanitizer's options
 # plain: build-test, RelWithDebInfo; asan: build-asan, ASan+UBSan, Debug;
 # tsan: build-tsan, TSan, Debug (only the concurrency suites are meant for it).
+# Also brings need_root (scripts/lib/root.sh): the suites need root.
+. "$ROOT/scripts/lib/root.sh"
 build_dir() {
 	case $1 in
 	plain) echo "$ROOT/build-test" ;;
