@@ -24,6 +24,15 @@ if [ "$(id -u)" = 0 ] && [ -z "${HPR_IN_NS:-}" ]; then
 fi
 TMPFS="" HTLB=""
 if [ "$(id -u)" = 0 ]; then
+	# The root test suites set the hugetlb pool and THP modes under an
+	# exclusive lock on this file (tests/common.c): hold it shared while
+	# our pool is raised, so none runs meanwhile and none has its pool
+	# reset under it by our restore (cassandra-like/run.sh shares it too)
+	exec 9>>/tmp/hpr-system.lock
+	flock -n -s 9 || {
+		echo "main job: waiting for a root test suite to finish (/tmp/hpr-system.lock)"
+		flock -s 9
+	}
 	TMPFS=$(mktemp -d /tmp/hpr-tmpfs.XXXXXX)
 	HTLB=$(mktemp -d /tmp/hpr-hugetlbfs.XXXXXX)
 	mount -t tmpfs -o huge=always,size=4g none "$TMPFS"
