@@ -4,7 +4,7 @@
 # plain and ASan+UBSan, and the concurrency suites under TSan -- and prints
 # how many of the runs of each suite failed. Exits 1 if any run failed.
 # A suite that fails even once is a bug to fix, not a run to retry.
-# Interrupted (Ctrl-C, SIGTERM), it prints the table of the rounds it finished.
+# Interrupted (Ctrl-C, SIGTERM), it prints the table of the runs it finished.
 # Needs root like test.sh (run by a user, it runs itself again through sudo).
 #   scripts/flake.sh N
 # Logs of the failed runs: build-test/flake/.
@@ -77,7 +77,9 @@ for b in "${BUILDS[@]}"; do
 done
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
-trap 'echo; echo "interrupted: the rounds finished so far"; report' INT TERM
+# the trap can run while a run's output goes to its log: report on fd 3
+exec 3>&1
+trap '{ echo; echo "interrupted: the runs finished so far"; report; } >&3 2>&3' INT TERM
 for i in $(seq "$N"); do
 	for b in "${BUILDS[@]}"; do
 		t0=$SECONDS
