@@ -44,9 +44,8 @@ mnt() { # dir options
 	mkdir -p "$1"
 	mount -t tmpfs -o "$2" none "$1"
 }
-json() { tail -n1 "$1"; }
-# sum of a numeric JSON field over the runs
-jsum() { grep -o "\"$2\":[0-9]*" <(json "$1") | awk -F: '{s += $2} END {print s + 0}'; }
+# sum of a numeric JSON field over the runs (--json FILE: one line)
+jsum() { grep -o "\"$2\":[0-9]*" "$1" | awk -F: '{s += $2} END {print s + 0}'; }
 
 SMALL=(--records 4000 --threads 8 --ops 15000 --cache-mb 8 --memtable-mb 2 --status 1)
 
@@ -54,18 +53,23 @@ SMALL=(--records 4000 --threads 8 --ops 15000 --cache-mb 8 --memtable-mb 2 --sta
 mnt "$T/m1" huge=always,size=512m
 mnt "$T/m2" huge=never,size=512m
 if "$BIN" --data "$T/m1" --base-data "$T/m2" "${SMALL[@]}" --workloads a,b,u --verify \
-	>"$T/verify.log" 2>&1; then
+	--json "$T/verify.json" >"$T/verify.log" 2>&1; then
 	ok "verify run exits 0"
 else
 	bad "verify run failed (exit $?)"; tail -20 "$T/verify.log"
 fi
-if json "$T/verify.log" | grep -q '"verify":{"enabled":true,"reads":[1-9][0-9]*,"errors":0}'; then
-	ok "every read returned the last acknowledged write ($(json "$T/verify.log" | grep -o '"reads":[0-9]*'))"
+if grep -q '"verify":{"enabled":true,"reads":[1-9][0-9]*,"errors":0}' "$T/verify.json"; then
+	ok "every read returned the last acknowledged write ($(grep -o '"reads":[0-9]*' "$T/verify.json"))"
 else
-	bad "verify summary: $(json "$T/verify.log" | grep -o '"verify":{[^}]*}')"
+	bad "verify summary: $(grep -o '"verify":{[^}]*}' "$T/verify.json")"
 fi
+grep -q "every result, in JSON: $T/verify.json" "$T/verify.log" &&
+	ok "the JSON goes to --json's file, and the terminal says where" ||
+	bad "no 'every result, in JSON' line: $(tail -3 "$T/verify.log" | cut -c1-160)"
+grep -q '^{' "$T/verify.log" && bad "JSON on the terminal: $(grep -m1 -o '^{.\{0,80\}' "$T/verify.log")" ||
+	ok "no JSON on the terminal"
 for f in flushes compactions cache_evictions; do
-	n=$(jsum "$T/verify.log" $f)
+	n=$(jsum "$T/verify.json" $f)
 	[ "$n" -gt 0 ] && ok "the run exercised $f ($n)" || bad "no $f happened: the test is too small"
 done
 grep -q 'huge-page coverage, huge run.*row cache 100%, memtables 100%' "$T/verify.log" &&

@@ -79,7 +79,10 @@ hpr_region *t_region(enum hpr_backend b, const char *path, size_t size, unsigned
 int t_sysfs_set(const char *path, const char *val);
 /* Kernel's view of [addr, addr+len): sums of VMAs overlapping it. */
 int t_smaps(const void *addr, size_t len, struct t_smaps *out);
-/* Lines in /proc/self/maps (to prove nothing was left mapped). */
+/* Lines in /proc/self/maps (to prove nothing was left mapped). Compare
+ * around the second of two equal calls: the first may fill glibc's thread
+ * stack cache. t_run_suite() limits malloc to one arena, so threads that
+ * happen to overlap do not add 64 MiB heaps between the two counts. */
 int t_maps_count(void);
 /* Sanitizer builds: ASan's allocator and shadow split and add VMAs on
  * their own, so a /proc/self/maps line count is only exact without them. */

@@ -408,7 +408,8 @@ START_TEST(fake_collapse_fails)
 	 * it fails: the prefault inside create reports it */
 	cfg(&c, HPR_BACKEND_SHMEM, d, HPR_F_PREFAULT);
 	/* the first create starts worker threads: glibc keeps their stacks
-	 * and arenas cached after join, so measure the second */
+	 * cached after join, so measure the second (their malloc arena is
+	 * the one t_run_suite leaves glibc, see t_maps_count) */
 	ck_assert_int_eq(hpr_create(&c, &r), -EOPNOTSUPP);
 	maps = t_maps_count();
 	t_track_begin();

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The driver's reports: the latency histogram, one line per run, the
+ * The driver's reports: the latency histogram, one table row per run, the
  * side-by-side summary (huge vs base pages, ratio as the median of the
- * interleaved pairs) and the JSON for scripts and bench/run.
+ * interleaved pairs) and the JSON file (--json) for scripts and bench/run.
  */
 #define _GNU_SOURCE
 #include "ycsb.h"
@@ -91,24 +91,42 @@ const char *wl_name(char w)
 	return "?";
 }
 
+void print_run_header(void)
+{
+	printf("\nruns (load: 100%% insert; A: 50%% read, 50%% update; B: 95/5; U: 5/95)\n"
+	       "latencies in us; cache, memt, tables: %% of the resident memory that is "
+	       "huge-mapped (smaps)\n");
+	printf("%-5s %-4s %9s %9s %9s %9s %9s %6s %5s %6s %5s %7s %8s\n", "pages", "run", "ops/s",
+	       "read p50", "read p99", "upd p50", "upd p99", "cache", "memt", "tables", "hits",
+	       "stall s", "faults");
+}
+
+/* one latency column: "-" when the run had no such operation */
+static void lat(const struct hist *h, double p)
+{
+	if (h->n)
+		printf(" %9.1f", hist_pct_us(h, p));
+	else
+		printf(" %9s", "-");
+}
+
 void print_run(const struct run_result *r)
 {
-	printf("[%s] %s: %" PRIu64 " ops in %.2f s = %.0f ops/s", r->variant,
-	       wl_name(r->workload), r->ops, r->secs, r->ops_s);
-	for (int o = 0; o < NOPS; o++)
-		if (r->h[o].n)
-			printf("; %s p50=%.1f p99=%.1f p99.9=%.1f max=%.1f us", op_name[o],
-			       hist_pct_us(&r->h[o], .5), hist_pct_us(&r->h[o], .99),
-			       hist_pct_us(&r->h[o], .999), (double)r->h[o].max / 1000.0);
-	printf("\n[%s]   huge-mapped: cache %.0f%% of %zu MiB, memtables %.0f%% of %zu MiB, "
-	       "tables %.0f%% of %zu MiB; cache hits %.0f%%; flushes %" PRIu64
-	       ", compactions %" PRIu64 ", write stalls %.2f s, page faults %" PRIu64 "\n",
-	       r->variant, pct(r->huge[0], r->res[0]), r->res[0] >> 20, pct(r->huge[1], r->res[1]),
-	       r->res[1] >> 20, pct(r->huge[2], r->res[2]), r->res[2] >> 20,
-	       pct(r->st1.cache_hits - r->st0.cache_hits,
-		   r->st1.cache_hits - r->st0.cache_hits + r->st1.cache_misses -
-			   r->st0.cache_misses),
-	       r->st1.flushes - r->st0.flushes, r->st1.compactions - r->st0.compactions,
+	uint64_t hits = r->st1.cache_hits - r->st0.cache_hits;
+	uint64_t misses = r->st1.cache_misses - r->st0.cache_misses;
+	char wl[8];
+
+	if (r->workload == 'L')
+		snprintf(wl, sizeof(wl), "load");
+	else
+		snprintf(wl, sizeof(wl), "%c", r->workload - 32); /* A, B, U */
+	printf("%-5s %-4s %9.0f", r->variant, wl, r->ops_s);
+	lat(&r->h[OP_READ], .5);
+	lat(&r->h[OP_READ], .99);
+	lat(&r->h[OP_UPDATE], .5);
+	lat(&r->h[OP_UPDATE], .99);
+	printf(" %5.0f%% %4.0f%% %5.0f%% %4.0f%% %7.2f %8" PRIu64 "\n", pct(r->huge[0], r->res[0]),
+	       pct(r->huge[1], r->res[1]), pct(r->huge[2], r->res[2]), pct(hits, hits + misses),
 	       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
 	fflush(stdout);
 }
@@ -177,6 +195,15 @@ static int pair_ratios(char w, double *median, double *lo, double *hi)
 	return n;
 }
 
+/* "huge p99 / base p99", or "-" when neither run had that operation */
+static void p99_pair(char *out, size_t n, const struct hist *huge, const struct hist *base)
+{
+	if (huge->n || base->n)
+		snprintf(out, n, "%.1f / %.1f", hist_pct_us(huge, .99), hist_pct_us(base, .99));
+	else
+		snprintf(out, n, "-");
+}
+
 /* The table at the end: per workload, ops/s of each run, the ratio and
  * p99s; then each run's measured huge-page coverage. */
 void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
@@ -205,11 +232,8 @@ void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
 		if (!last)
 			continue;
 		if (nv == 2) {
-			snprintf(a, sizeof(a), "%.1f / %.1f", hist_pct_us(&h[0][OP_READ], .99),
-				 hist_pct_us(&h[1][OP_READ], .99));
-			snprintf(b, sizeof(b), "%.1f / %.1f",
-				 hist_pct_us(&h[0][OP_UPDATE], .99),
-				 hist_pct_us(&h[1][OP_UPDATE], .99));
+			p99_pair(a, sizeof(a), &h[0][OP_READ], &h[1][OP_READ]);
+			p99_pair(b, sizeof(b), &h[0][OP_UPDATE], &h[1][OP_UPDATE]);
 			double med = 0, lo = 0, hi = 0;
 			char rr[48];
 
@@ -245,7 +269,7 @@ void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
 		}
 }
 
-/* The machine-readable summary: one JSON object, no newline. */
+/* The machine-readable summary (in the --json file): one JSON object. */
 void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
 {
 	fprintf(f, "{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"

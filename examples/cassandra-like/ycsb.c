@@ -7,8 +7,9 @@
  * Load phase (insert every record), then run phases: workload A (50 %
  * read / 50 % update), B (95 / 5) and U, the seed experiment's update-heavy
  * mix (5 / 95), with N client threads, zipfian or uniform keys, records of
- * 20 fields. Prints YCSB-like progress lines, per-run throughput and
- * p50/p99/p99.9 latency, and a JSON summary as the last line.
+ * 20 fields. Prints YCSB-like progress lines (--status), a table row per
+ * run (throughput, p50/p99 latency, huge-page coverage) and a summary
+ * table; --json FILE gets everything, p99.9 and engine counters included.
  *
  * With --base-data the same workloads run on a second database whose data
  * dir is a tmpfs mounted huge=never and whose memtable and cache are plain
@@ -392,7 +393,7 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 		}
 		if (now >= end_ns)
 			atomic_store(&stop_run, true);
-		if (now - tick >= (uint64_t)opt.status * 1000000000ull) {
+		if (opt.status && now - tick >= (uint64_t)opt.status * 1000000000ull) {
 			last += opt.status;
 			progress_line(v, cl, (double)last, &last_ops, (double)(now - tick) / 1e9);
 			tick = now;
@@ -551,14 +552,15 @@ static void usage(void)
 		"  --records N (100000)  --fieldlen BYTES (100)  --threads N (20)\n"
 		"  --workloads a,b,u   A 50/50, B 95/5 read/update, U 5/95 (the seed's mix)\n"
 		"  --seconds S (10) | --ops N   length of each run\n"
-		"  --dist zipfian|uniform  --repeat N  --status SECONDS (10)\n"
+		"  --dist zipfian|uniform  --repeat N\n"
+		"  --status SECONDS    a progress line every SECONDS (10; 0: none)\n"
 		"  --cache-mb M (128)  --memtable-mb M (64)\n"
 		"  --verify            check every read against the last acknowledged write\n"
 		"  --acklog FILE       append acknowledged writes to FILE\n"
 		"  --check FILE        reopen (replay the log), check FILE's writes, exit\n"
 		"  --no-load           use the data already in --data\n"
 		"  --allow-disk        allow a data dir that is not on tmpfs (warns)\n"
-		"  --json FILE         also write the results (headline rows + summary) to FILE\n"
+		"  --json FILE         write every result (headline rows + summary) to FILE\n"
 		"       cassandra-like bench [--quick] [--json FILE] [options]\n"
 		"  the benchmark: as root, mounts its own tmpfs huge=always and huge=never\n"
 		"  (--quick: small sizes for CI)\n");
@@ -715,7 +717,7 @@ int main(int argc, char **argv)
 			return rc;
 		}
 	}
-	if (!opt.data || optind != argc || !opt.records || !opt.threads || !opt.status ||
+	if (!opt.data || optind != argc || !opt.records || !opt.threads ||
 	    NFIELDS * opt.fieldlen < 32 || NFIELDS * opt.fieldlen > 65536 || !opt.memtable_mb ||
 	    !opt.repeat)
 		usage();
@@ -777,6 +779,7 @@ int main(int argc, char **argv)
 	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB\n",
 	       opt.records, NFIELDS, opt.fieldlen, opt.records * value_len() >> 20, opt.threads,
 	       opt.zipf ? "zipfian" : "uniform", opt.cache_mb, opt.memtable_mb);
+	print_run_header();
 	if (!opt.no_load) {
 		for (int i = 0; i < nv; i++) {
 			struct run_result *r = &results[nresults++];
@@ -837,12 +840,12 @@ int main(int argc, char **argv)
 	if (nresults)
 		print_summary(vs, nv, wls, nwl);
 
-	/* the JSON summary: always the last line */
-	write_summary(stdout, wls, nwl, rc);
-	putchar('\n');
-	fflush(stdout);
-	if (opt.json && write_json(opt.json, wls, nwl, rc) && !rc)
-		rc = 2;
+	if (opt.json) {
+		if (write_json(opt.json, wls, nwl, rc))
+			rc = rc ? rc : 2;
+		else
+			printf("cassandra-like: every result, in JSON: %s\n", opt.json);
+	}
 out:
 	for (int i = 0; i < nv; i++) {
 		kv_close(vs[i].db);

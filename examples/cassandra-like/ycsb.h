@@ -64,9 +64,11 @@ extern int nresults;
 extern _Atomic uint64_t verify_reads, verify_errors;
 
 const char *wl_name(char w);
+/* the per-run table: its header, then one row per run as it ends */
+void print_run_header(void);
 void print_run(const struct run_result *r);
 void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl);
-/* the JSON summary object (no newline) */
+/* the JSON summary object (no newline): every run, ratios, verify */
 void write_summary(FILE *f, const char *wls, size_t nwl, int rc);
 /* --json FILE for bench/run: headline rows + the summary */
 int write_json(const char *path, const char *wls, size_t nwl, int rc);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * demo: create a region on every backend this machine offers, fault it in
- * with the parallel workers, and print what the kernel says it got.
+ * with the parallel workers, and print what the kernel says it got: one
+ * table row per region (backend asked, where, backend got, size, page size,
+ * resident and huge-mapped, from smaps).
  *   demo [DIR_ON_HUGE_TMPFS] [DIR_ON_HUGETLBFS] [SIZE_MIB]
  */
 #include <hpregion/hpregion.h>
@@ -24,7 +26,7 @@ static int show(enum hpr_backend b, const char *path, size_t size, unsigned flag
 	c.name = "demo";
 	c.flags = HPR_F_PREFAULT | flags;
 	rc = hpr_create(&c, &r);
-	printf("%-8s %-28s ", hpr_backend_name(b), path ? path : "(memfd/anon)");
+	printf("%-8s %-28s ", hpr_backend_name(b), path ? path : "memfd/anon");
 	if (rc) {
 		printf("refused: %s\n", hpr_strerror(rc));
 		return 0;
@@ -35,9 +37,9 @@ static int show(enum hpr_backend b, const char *path, size_t size, unsigned flag
 		hpr_destroy(r);
 		return 1;
 	}
-	printf("-> %-7s %4zu MiB, page %5zu KiB, resident %4zu MiB, huge-mapped %5.1f %%\n",
-	       hpr_backend_name(hpr_backend_of(r)), st.size >> 20, st.page_size >> 10,
-	       st.resident >> 20, st.size ? 100.0 * (double)st.huge_mapped / (double)st.size : 0);
+	printf("%-8s %5zu MiB %5zu KiB %6zu MiB %10.1f %%\n", hpr_backend_name(hpr_backend_of(r)),
+	       st.size >> 20, st.page_size >> 10, st.resident >> 20,
+	       st.size ? 100.0 * (double)st.huge_mapped / (double)st.size : 0);
 	hpr_destroy(r);
 	return 0;
 }
@@ -54,6 +56,8 @@ int main(int argc, char **argv)
 	printf("hpregion %s: kernel %d.%d, THP pmd %zu KiB, populate %s, collapse %s\n",
 	       hpr_version(), pi.kernel_major, pi.kernel_minor, pi.thp_pmd_size >> 10,
 	       pi.have_populate ? "yes" : "no", pi.have_collapse ? "yes" : "no");
+	printf("%-8s %-28s %-8s %9s %9s %10s %12s\n", "backend", "on", "got", "size", "page",
+	       "resident", "huge-mapped");
 	bad |= show(HPR_BACKEND_THP, NULL, size, HPR_F_FALLBACK);
 	bad |= show(HPR_BACKEND_SHMEM, NULL, size, HPR_F_FALLBACK);
 	if (tmpfs)
