@@ -153,6 +153,27 @@ void hpr__mount_release(struct hpr__mountcheck *m)
 /* Reserve size+align+guards of address space, map the region at an
  * aligned address inside it and keep one PROT_NONE page either side; the
  * rest of the reservation is unmapped. */
+/*
+ * hugetlb: make the pool reservation that the mapping needs before the
+ * reserved address space is replaced. A shared mapping of a hugetlbfs
+ * file reserves its pages in the file's reservation map, and they stay
+ * reserved there after munmap (until truncate or hole punch), so the
+ * MAP_FIXED mapping that follows needs no more and cannot fail on the
+ * pool. A short pool fails here, where nothing of ours was replaced.
+ */
+static int hugetlb_reserve(hpr_region *r, int fd)
+{
+	void *probe = NULL;
+	int rc = hpr__os->mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0, &probe);
+
+	if (!rc)
+		hpr__os->munmap(probe, r->size);
+	return rc;
+}
+
+/* Reserve size+align+guards of address space, map the region at an
+ * aligned address inside it and keep one PROT_NONE page either side; the
+ * rest of the reservation is unmapped. */
 static int map_aligned(hpr_region *r, int flags, int fd)
 {
 	void *res = NULL, *got = NULL;
@@ -160,6 +181,8 @@ static int map_aligned(hpr_region *r, int flags, int fd)
 	size_t span = r->size + r->page_size + GUARD;
 	int rc;
 
+	if (fd >= 0 && r->backend == HPR_BACKEND_HUGETLB && (rc = hugetlb_reserve(r, fd)))
+		return rc;
 	/* PROT_NONE, not writable: no commit charge, and no MAP_NORESERVE so
 	 * the guards differ from a region page made PROT_NONE by guard mode */
 	rc = hpr__os->mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &res);
@@ -175,7 +198,24 @@ static int map_aligned(hpr_region *r, int flags, int fd)
 	rc = hpr__os->mmap((void *)a, r->size, PROT_READ | PROT_WRITE, flags | MAP_FIXED,
 			   fd, 0, &got);
 	if (rc) {
-		hpr__os->munmap((void *)(a - GUARD), r->size + 2 * GUARD);
+		/*
+		 * A failed MAP_FIXED file mapping may leave [a, a+size) unmapped
+		 * (Linux 6.12+ clears the old range before the file's ->mmap and
+		 * cannot put it back after), and another thread may have mapped
+		 * there since: never munmap it blindly. Take it back with
+		 * MAP_FIXED_NOREPLACE, which only succeeds where nothing is, and
+		 * unmap what we hold; if something is there, it is the kernel's
+		 * restored reservation or another thread's memory, and leaving it
+		 * costs address space at worst. The guards are still ours.
+		 */
+		void *back = NULL;
+
+		hpr__os->munmap((void *)(a - GUARD), GUARD);
+		hpr__os->munmap((void *)(a + r->size), GUARD);
+		/* (before Linux 4.17 the flag is a hint: what it gave is ours too) */
+		if (!hpr__os->mmap((void *)a, r->size, PROT_NONE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0, &back))
+			hpr__os->munmap(back, r->size);
 		return rc;
 	}
 	r->base = got;
