@@ -52,6 +52,8 @@ if [ $QUICK = 0 ]; then
 		run_ctest build-asan -L unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		run_ctest build-asan -L concurrency
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		run_ctest build-asan -L soak
 
 	echo "== TSan (concurrency suites)"
 	build build-tsan -DCMAKE_BUILD_TYPE=Debug -DHPR_SANITIZE=thread \

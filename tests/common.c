@@ -303,7 +303,12 @@ int t_smaps(const void *addr, size_t len, struct t_smaps *o)
 
 int t_maps_count(void)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
+	return t_count_lines("/proc/self/maps");
+}
+
+int t_count_lines(const char *path)
+{
+	FILE *f = fopen(path, "re");
 	int n = 0, c;
 
 	if (!f)
@@ -439,11 +444,8 @@ void t_compact(void)
 	write_file("/proc/sys/vm/compact_memory", "1");
 }
 
-int t_run_suite(Suite *s, unsigned needs)
+void t_harness_begin(unsigned needs)
 {
-	SRunner *sr;
-	int failed;
-
 	main_pid = getpid();
 	shared_init();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -465,6 +467,14 @@ int t_run_suite(Suite *s, unsigned needs)
 	signal(SIGTERM, restore_and_die);
 	signal(SIGINT, restore_and_die);
 	signal(SIGHUP, restore_and_die);
+}
+
+int t_run_suite(Suite *s, unsigned needs)
+{
+	SRunner *sr;
+	int failed;
+
+	t_harness_begin(needs);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -61,6 +61,8 @@ int t_sysfs_set(const char *path, const char *val);
 int t_smaps(const void *addr, size_t len, struct t_smaps *out);
 /* Lines in /proc/self/maps (to prove nothing was left mapped). */
 int t_maps_count(void);
+/* Lines in a file (/proc/self/mountinfo: mounts), or -1. */
+int t_count_lines(const char *path);
 /* Sanitizer builds: ASan's allocator and shadow split and add VMAs on
  * their own, so a /proc/self/maps line count is only exact without them. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -86,6 +88,11 @@ long long t_meminfo(const char *key);
 /* Drop caches/compact so huge pages are available. */
 void t_compact(void);
 
+/* What t_run_suite() does before it runs the tests, for programs that are
+ * not Check suites (tests/soak/): take /tmp/hpr-system.lock and enter a
+ * private mount namespace (T_NEED_ROOT), and restore what the t_* helpers
+ * changed at exit or when killed. */
+void t_harness_begin(unsigned needs);
 int t_run_suite(Suite *s, unsigned needs);
 #define HPR_TEST_MAIN(suite_fn, needs)                                         \
 	int main(void)                                                         \
