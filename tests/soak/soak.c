@@ -119,7 +119,9 @@ static bool refusal(const struct sk_region *s, enum hpr_backend be, int rc, enum
 	bool ok = false;
 
 	if (rc == -ENOMEM)
-		ok = be == HPR_BACKEND_HUGETLB || worker || op == OP_COLLAPSE;
+		/* documented: the pool, the cgroup or the machine ran out */
+		ok = be == HPR_BACKEND_HUGETLB || worker || op == OP_COLLAPSE || op == OP_FAULT ||
+		     op == OP_PREFAULT || op == OP_CHURN || op == OP_LOAD;
 	else if (rc == -EOPNOTSUPP)
 		ok = be != HPR_BACKEND_HUGETLB &&
 		     (op == OP_FAULT || op == OP_PREFAULT || op == OP_CHURN || op == OP_COLLAPSE ||
@@ -909,6 +911,10 @@ static void on_sigsegv(int sig)
 	(void)sig;
 	(void)!write(2, "soak: FAIL SIGSEGV at\n", 22);
 	backtrace_symbols_fd(bt, n, 2);
+	/* the harness's SIGTERM handler puts the pool and sysfs back (in
+	 * the soak's main process) and dies */
+	signal(SIGSEGV, SIG_DFL);
+	raise(SIGTERM);
 	_exit(4);
 }
 
@@ -919,6 +925,7 @@ static void on_sigbus(int sig)
 
 	(void)sig;
 	(void)!write(2, bus, sizeof(bus) - 1);
+	raise(SIGTERM); /* as on_sigsegv() */
 	_exit(2);
 }
 
@@ -1216,6 +1223,12 @@ int main(int argc, char **argv)
 		return 1;
 	sk_baseline(&base);    /* the pool as the soak set it */
 	base.mounts = mounts0; /* and the mounts before the soak's own */
+	if (T_SANITIZED && !o.no_cgroup) {
+		/* ASan's allocator and shadow would be charged to the cgroup
+		 * and abort at its limit */
+		fprintf(stderr, "soak: sanitizer build: no cgroup worker\n");
+		o.no_cgroup = true;
+	}
 	if (!o.no_cgroup) {
 		int rc = sk_cgroup_create(cg, sizeof(cg), 48 * MiB);
 
