@@ -128,12 +128,14 @@ static bool refusal(const struct sk_region *s, enum hpr_backend be, int rc, enum
 		      op == OP_LOAD);
 	else if (rc == -EAGAIN)
 		ok = op == OP_COLLAPSE;
-	else if (worker && (o.avoid & SK_AVOID(20)))
-		/* new defect (docs/soak.md): in a full memory cgroup the kernel's
-		 * errors come through as they are, not as -ENOMEM */
-		ok = (rc == -EBUSY && op == OP_COLLAPSE) ||
-		     ((rc == -EFAULT || rc == -EAGAIN || rc == -ECANCELED) &&
-		      (op == OP_LOAD || op == OP_SAVE));
+	else if (o.avoid & SK_AVOID(20))
+		/* new defect (docs/soak.md): in a full memory cgroup or a dry
+		 * hugetlb pool the kernel's errors come through as they are,
+		 * not as -ENOMEM */
+		ok = (worker && rc == -EBUSY && op == OP_COLLAPSE) ||
+		     (worker && (rc == -EFAULT || rc == -EAGAIN || rc == -ECANCELED) &&
+		      (op == OP_LOAD || op == OP_SAVE)) ||
+		     (be == HPR_BACKEND_HUGETLB && rc == -EFAULT && op == OP_LOAD);
 	if (rc == -ENOMEM && worker && op == OP_STATS) /* reading smaps in a full cgroup */
 		ok = true;
 	(void)s;
@@ -487,13 +489,16 @@ static bool op_save(struct sk_region *s, uint64_t *rng)
 	for (size_t i = 0; i < s->npages; i++) {
 		struct sk_page *p = &s->pg[i];
 
-		/* released pages are holes: they load as zeros */
-		if (p->st == SK_PRESENT)
-			s->snap[i] = p->c;
-		else if (p->st == SK_UNKNOWN)
-			s->snap[i] = p->c, s->snap[i].zero = true;
-		else
+		/* released pages are holes that load as zeros -- unless a
+		 * prefault has faulted them in again since (old or zeros,
+		 * saved as such); pages faulted in after a failed load are
+		 * saved as whatever they hold */
+		if (p->st == SK_ABSENT)
 			sk_cand_zero(&s->snap[i]);
+		else
+			s->snap[i] = p->c;
+		if (p->st != SK_PRESENT)
+			s->snap[i].zero = true;
 		if (p->st == SK_PRESENT)
 			check_page(s, i); /* the save left it alone */
 	}
@@ -513,13 +518,7 @@ static bool op_load(struct sk_region *s, uint64_t *rng)
 	size_t changed = 0;
 	int fd, rc;
 
-	/* the worker's loads mostly fail in the full cgroup; after one, a
-	 * page held a third content (new defect, docs/soak.md) */
-	if (!s->has_snap || (worker && (o.avoid & SK_AVOID(20))))
-		return false;
-	/* new defect (docs/soak.md): after loads, pages held contents that
-	 * no save or write of the run had left there */
-	if (o.avoid & SK_AVOID(22))
+	if (!s->has_snap)
 		return false;
 	hpr_prefault_wait(s->r);
 	copy[0] = 0;
