@@ -61,6 +61,12 @@ static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER; /* one fork at a tim
 /* churn holds it shared; a fork that must find the library idle (--avoid 1)
  * takes it exclusively */
 static pthread_rwlock_t churn_lk = PTHREAD_RWLOCK_INITIALIZER;
+/* --avoid 22: a hugetlb create that fails its reservation unmaps whatever
+ * another thread mapped meanwhile, so hugetlb creates take this
+ * exclusively and every other operation (they map: regions, io_uring rings,
+ * thread stacks) shares it */
+static pthread_rwlock_t map_lk = PTHREAD_RWLOCK_INITIALIZER;
+static bool in_child;
 
 static _Atomic uint64_t last_ms[SK_NOPS];
 
@@ -88,6 +94,37 @@ static const unsigned op_gap_ms[SK_NOPS] = {
 };
 
 static void snap_drop(struct sk_region *s);
+
+static _Thread_local bool map_held; /* taken before the region's lock */
+
+/* map_lk comes before any region lock */
+static void map_lock(bool excl)
+{
+	if (!(o.avoid & SK_AVOID(22)) || in_child || map_held)
+		return;
+	excl ? pthread_rwlock_wrlock(&map_lk) : pthread_rwlock_rdlock(&map_lk);
+	map_held = true;
+}
+
+static void map_unlock(void)
+{
+	if ((o.avoid & SK_AVOID(22)) && !in_child && map_held) {
+		map_held = false;
+		pthread_rwlock_unlock(&map_lk);
+	}
+}
+
+static int create(const struct hpr_config *c, hpr_region **r)
+{
+	bool held = map_held;
+	int rc;
+
+	map_lock(c->backend == HPR_BACKEND_HUGETLB);
+	rc = hpr_create(c, r);
+	if (!held)
+		map_unlock();
+	return rc;
+}
 static void summary(const char *who, double secs, int bad);
 
 #define ADD(field, v) __atomic_fetch_add(&cnt.field, (uint64_t)(v), __ATOMIC_RELAXED)
@@ -249,7 +286,7 @@ static void region_open(struct sk_region *s, uint64_t *rng)
 	c.name = s->name;
 	if (s->be != HPR_BACKEND_THP && (x >> 20) % 3 == 0)
 		c.lazy_budget = 2 * s->ps; /* reclaim runs on its own */
-	rc = hpr_create(&c, &s->r);
+	rc = create(&c, &s->r);
 	if (rc) {
 		s->r = NULL;
 		if (!refusal(s, s->be, rc, OP_RECREATE))
@@ -588,12 +625,13 @@ static int churn(enum hpr_backend be, const char *path, size_t npages, unsigned 
 
 	t_config(&c, be, path, npages * 2 * MiB, 1 + (unsigned)(sk_rand(rng) % 2), flags);
 	c.name = "churn";
-	rc = hpr_create(&c, &r);
+	rc = create(&c, &r);
 	if (rc) {
 		if (!refusal(NULL, be, rc, OP_CHURN))
 			flunk("churn create", NULL, rc);
 		return (int)(cnt.failures - before);
 	}
+	map_lock(false); /* fault-in starts threads: their stacks are mappings */
 	ps = hpr_page_size(r);
 	m = calloc(npages, sizeof(*m));
 	/* a fresh hugetlb region's pages are reserved: no -ENOMEM here --
@@ -630,6 +668,7 @@ static int churn(enum hpr_backend be, const char *path, size_t npages, unsigned 
 	for (size_t i = 0; !rc && i < npages; i++)
 		check("churn", (char *)hpr_base(r) + i * ps, ps, &m[i], i);
 out:
+	map_unlock();
 	free(m);
 	if ((rc = hpr_destroy(r)))
 		flunk("churn destroy", NULL, rc);
@@ -737,6 +776,7 @@ static void op_fork(uint64_t *rng)
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {
+		in_child = true; /* only this thread: map_lk may be held by none */
 		close(p[0]);
 		_exit(child_main(p[1], rng));
 	}
@@ -804,17 +844,27 @@ static enum sk_op pick(uint64_t *rng)
 	return op;
 }
 
+static void one_region_op(enum sk_op op, struct sk_region *s, uint64_t *rng);
+
 static void one_op(uint64_t *rng)
 {
 	enum sk_op op = pick(rng);
 	struct sk_region *s = &regs[sk_rand(rng) % nregs];
-	size_t a, n;
 
 	if (op == OP_CHURN || op == OP_FORK) {
 		op == OP_CHURN ? op_churn(rng) : op_fork(rng);
 		ADD(ops[op], 1);
 		return;
 	}
+	map_lock(op == OP_RECREATE && s->be == HPR_BACKEND_HUGETLB);
+	one_region_op(op, s, rng);
+	map_unlock();
+}
+
+static void one_region_op(enum sk_op op, struct sk_region *s, uint64_t *rng)
+{
+	size_t a, n;
+
 	if (op == OP_SAVE || op == OP_LOAD || op == OP_RECREATE) {
 		pthread_rwlock_wrlock(&s->lk);
 		if (op == OP_RECREATE)

@@ -25,7 +25,7 @@
 #define SK_AVOID(n) (1u << (n))
 #define SK_AVOID_KNOWN                                                                        \
 	(SK_AVOID(1) | SK_AVOID(2) | SK_AVOID(3) | SK_AVOID(4) | SK_AVOID(5) | SK_AVOID(10) | \
-	 SK_AVOID(20) | SK_AVOID(21))
+	 SK_AVOID(20) | SK_AVOID(21) | SK_AVOID(22))
 
 struct sk_opts {
 	uint64_t seed;
