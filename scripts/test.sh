@@ -38,6 +38,7 @@ if [ $QUICK = 0 ]; then
 	build asan
 	suites asan -L unit
 	suites asan -L concurrency
+	suites asan -L soak
 
 	echo "== TSan (concurrency suites)"
 	build tsan

@@ -395,7 +395,12 @@ int t_smaps(const void *addr, size_t len, struct t_smaps *o)
 
 int t_maps_count(void)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
+	return t_count_lines("/proc/self/maps");
+}
+
+int t_count_lines(const char *path)
+{
+	FILE *f = fopen(path, "re");
 	int n = 0, c;
 
 	if (!f)
@@ -577,11 +582,8 @@ void t_compact(void)
 	write_file("/proc/sys/vm/compact_memory", "1");
 }
 
-int t_run_suite(Suite *s, unsigned needs)
+void t_harness_begin(unsigned needs)
 {
-	SRunner *sr;
-	int failed;
-
 	main_pid = getpid();
 	/* One malloc arena for every thread, so t_maps_count() counts what
 	 * the library mapped and not glibc's allocator. With the default
@@ -611,6 +613,14 @@ int t_run_suite(Suite *s, unsigned needs)
 	signal(SIGTERM, restore_and_die);
 	signal(SIGINT, restore_and_die);
 	signal(SIGHUP, restore_and_die);
+}
+
+int t_run_suite(Suite *s, unsigned needs)
+{
+	SRunner *sr;
+	int failed;
+
+	t_harness_begin(needs);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

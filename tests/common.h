@@ -84,6 +84,8 @@ int t_smaps(const void *addr, size_t len, struct t_smaps *out);
  * stack cache. t_run_suite() limits malloc to one arena, so threads that
  * happen to overlap do not add 64 MiB heaps between the two counts. */
 int t_maps_count(void);
+/* Lines in a file (/proc/self/mountinfo: mounts), or -1. */
+int t_count_lines(const char *path);
 /* Sanitizer builds: ASan's allocator and shadow split and add VMAs on
  * their own, so a /proc/self/maps line count is only exact without them. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -117,6 +119,11 @@ const char *t_hpr_path(void);
  * or -1 when it could not run. */
 int t_hpr(const char *args, char *out, size_t len);
 
+/* What t_run_suite() does before it runs the tests, for programs that are
+ * not Check suites (tests/soak/): take /tmp/hpr-system.lock and enter a
+ * private mount namespace (T_NEED_ROOT), and restore what the t_* helpers
+ * changed at exit or when killed. */
+void t_harness_begin(unsigned needs);
 int t_run_suite(Suite *s, unsigned needs);
 #define HPR_TEST_MAIN(suite_fn, needs)                                         \
 	int main(void)                                                         \
