@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -355,6 +356,60 @@ START_TEST(pool_shrank_before_mmap)
 }
 END_TEST
 
+/*
+ * Soak finding 22: a file mapping MAP_FIXED over the region's reserved
+ * address space fails (Linux 6.12+ has cleared the old range by then and
+ * cannot put it back), another thread maps something there at once, and
+ * the create's clean-up must not unmap it. The fake does what the kernel
+ * and the other thread do: it unmaps the range, maps the "other thread's"
+ * page in it and fails. Before the fix the clean-up's munmap(range) took
+ * that page away (a SIGSEGV in the other thread, seen in the soak).
+ */
+static void *other_map;
+
+static int fixed_fails(void *addr, size_t len, int prot, int flags, int fd, off_t off,
+		       void **out)
+{
+	if (fd >= 0 && (flags & MAP_FIXED)) {
+		ck_assert_int_eq(munmap(addr, len), 0);
+		other_map = mmap(addr, 4096, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		ck_assert_ptr_eq(other_map, addr);
+		memset(other_map, 0x5a, 4096);
+		return -ENOMEM;
+	}
+	return hpr__os_real.mmap(addr, len, prot, flags, fd, off, out);
+}
+
+START_TEST(failed_fixed_map_keeps_other_mappings)
+{
+	static const enum hpr_backend be[] = { HPR_BACKEND_SHMEM, HPR_BACKEND_HUGETLB };
+	struct hpr_config c;
+	hpr_region *r = NULL;
+
+	t_need_pool_2m(8);
+	for (size_t i = 0; i < 2; i++) {
+		fake_os = hpr__os_real;
+		fake_os.mmap = fixed_fails;
+		hpr__os_set(&fake_os);
+		other_map = NULL;
+		cfg(&c, be[i], NULL);
+		c.size = 16 * MiB; /* 8 pages: the pool is exact */
+		ck_assert_int_eq(hpr_create(&c, &r), -ENOMEM);
+		hpr__os_set(NULL);
+		ck_assert_ptr_nonnull(other_map);
+		/* still mapped, still what the other thread wrote */
+		ck_assert_msg(msync(other_map, 4096, MS_ASYNC) == 0,
+			      "%s: the failed create unmapped another thread's page",
+			      hpr_backend_name(be[i]));
+		ck_assert_int_eq(((unsigned char *)other_map)[4095], 0x5a);
+		ck_assert_int_eq(munmap(other_map, 4096), 0);
+	}
+	ck_assert_uint_eq(t_hugetlb_free(2048), 8);
+	ck_assert_uint_eq(t_hugetlb_resv(2048), 0);
+}
+END_TEST
+
 START_TEST(config_struct)
 {
 	struct hpr_config c;
@@ -677,6 +732,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, bad_names);
 	tcase_add_test(tc, name_symlink_escape);
 	tcase_add_test(tc, dir_swapped_after_check);
+	tcase_add_test(tc, failed_fixed_map_keeps_other_mappings);
 	suite_add_tcase(s, tc);
 	return s;
 }
