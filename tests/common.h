@@ -5,8 +5,10 @@
  *  - HPR_TEST_MAIN(suite_fn, needs) enters a private mount namespace (so the
  *    tmpfs/hugetlbfs mounts a suite makes vanish with it), runs the suite
  *    with one forked process per test, and exits 0, 1, or 77 (skip).
- *  - t_skip() prints why and exits 77; with HPR_TEST_NO_SKIP=1 (set by
- *    .ci/run: CI has every capability) a skip is a failure (exit 1).
+ *  - t_skip() prints why and exits 77; with HPR_TEST_NO_SKIP set (to
+ *    anything but "" or "0"; .ci/run sets 1: CI has every capability) a
+ *    skip is a failure (exit 1). hpr_env.h defines the flag and the
+ *    system lock (HPR_SYSTEM_LOCK) once.
  *  - System settings a test changes (hugetlb pool, THP sysfs modes) are
  *    restored when the suite's main process exits.
  *  - t_smaps() reads /proc/self/smaps with its own parser, independent of
@@ -16,6 +18,8 @@
 #define HPR_TEST_COMMON_H
 
 #define _GNU_SOURCE
+#include "hpr_env.h"
+
 #include <check.h>
 #include <hpregion/hpregion.h>
 #include <stddef.h>

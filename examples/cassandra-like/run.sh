@@ -38,10 +38,12 @@ if [ "${1:-}" = --bench ]; then
 		--repeat 3 --status 5 --cache-mb 512 --memtable-mb 64 --dist zipfian)
 fi
 
-# hpregion's root test suites change THP modes under an exclusive lock on
-# this file: share it, so none does mid-run on a machine that runs both
-exec 9>>/tmp/hpr-system.lock
-flock -s 9 || true
+# hpregion's root test suites change THP modes under an exclusive lock
+# (tests/lib.sh): share it, so none does mid-run on a machine that runs
+# both. Not root: no lock (a root run's leftover cannot get in the way)
+# shellcheck source=../../tests/lib.sh
+. "$ROOT/tests/lib.sh"
+hpr_lock_system -s
 
 WORK=$(mktemp -d /tmp/cassandra-like.XXXXXX)
 if [ "$(id -u)" = 0 ]; then
