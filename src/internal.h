@@ -142,8 +142,6 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 		     const _Atomic bool *cancel, size_t *done, size_t *err_idx);
 /* Populate one huge page without the table (the raw step). */
 int hpr__populate_page(hpr_region *r, size_t idx);
-/* Test hook: serialize every page on one lock (bench: global-mutex mode). */
-void hpr__fault_set_global_lock(bool on);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
