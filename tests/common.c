@@ -433,6 +433,11 @@ long long t_meminfo(const char *key)
 	return v;
 }
 
+bool t_quick(void)
+{
+	return hpr_env_flag("HPR_TEST_QUICK");
+}
+
 void t_compact(void)
 {
 	write_file("/proc/sys/vm/compact_memory", "1");

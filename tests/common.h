@@ -87,6 +87,8 @@ size_t t_track_end(void);
 int t_dir_entries(const char *dir);
 /* /proc/meminfo value in its own unit, or -1. */
 long long t_meminfo(const char *key);
+/* HPR_TEST_QUICK is on (hpr_env.h): fewer rounds in long loops. */
+bool t_quick(void);
 /* Drop caches/compact so huge pages are available. */
 void t_compact(void);
 

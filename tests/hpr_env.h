@@ -6,6 +6,8 @@
  *
  *  - HPR_TEST_NO_SKIP: set to anything but "" or "0" (CI sets 1), a skip --
  *    a missing capability, a row or cell not run -- is a failure.
+ *  - HPR_TEST_QUICK, the same values (the VM matrix's emulated guests set
+ *    it): suites with long loops run fewer rounds (t_quick()).
  *  - the system lock: suites and benches that change system-wide state
  *    (hugetlb pools, THP sysfs modes) hold an exclusive flock on
  *    HPR_SYSTEM_LOCK; readers that need that state stable hold it shared.
@@ -27,11 +29,17 @@
 
 #define HPR_SYSTEM_LOCK "/run/hpregion.lock"
 
-static inline bool hpr_env_no_skip(void)
+/* An environment flag is on when set to anything but "" or "0". */
+static inline bool hpr_env_flag(const char *name)
 {
-	const char *v = getenv("HPR_TEST_NO_SKIP");
+	const char *v = getenv(name);
 
 	return v && *v && strcmp(v, "0");
+}
+
+static inline bool hpr_env_no_skip(void)
+{
+	return hpr_env_flag("HPR_TEST_NO_SKIP");
 }
 
 /* Take HPR_SYSTEM_LOCK (exclusive, or shared) and keep it until exit:
