@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # SPDX-License-Identifier: MIT
 # Sourced by the shell tests, scripts and example run scripts: the shell
 # copy of tests/hpr_env.h (same values, same lock).
@@ -32,5 +33,5 @@ hpr_lock_system() {
 	# /run is root's alone: no one else can plant a symlink or a file
 	# there, so append-mode open (never truncating) is safe
 	exec 9>>"$HPR_SYSTEM_LOCK" || return 1
-	flock ${1:-} 9
+	flock ${1:+"$1"} 9
 }
