@@ -2,10 +2,12 @@
 /*
  * bench/collapse: how fast hpr_collapse turns 4 KiB-mapped memory into huge
  * pages, per worker thread, next to a raw single-threaded MADV_COLLAPSE
- * loop over the same kind of memory, and how long khugepaged would take
- * at this machine's settings (pages_to_scan 4 KiB pages every
- * scan_sleep_millisecs: 4096 pages / 10 s by default, i.e. 8 huge pages
- * per 10 s, not counting alloc_sleep_millisecs on failures).
+ * loop over the same kind of memory. For scale it also prints a computed
+ * bound, not a measurement: the least time khugepaged could take at this
+ * machine's settings (pages_to_scan 4 KiB pages every scan_sleep_millisecs:
+ * 4096 pages / 10 s by default, i.e. 8 huge pages per 10 s, not counting
+ * alloc_sleep_millisecs on failures). khugepaged is not timed; its row is
+ * labelled "computed bound" and bench/run keeps it out of the summary.
  *
  * 4 KiB-mapped memory is made without touching system settings:
  *  - THP: MADV_NOHUGEPAGE while the memory is written, MADV_HUGEPAGE back
@@ -134,7 +136,7 @@ static hpr_region *small_region(enum kind k, unsigned workers)
 			"to measure (shmem_enabled or the mount gives huge pages, or "
 			"khugepaged scans faster than this bench fills)\n",
 			kname[k], huge / MiB, size / MiB);
-		exit(77);
+		exit(bench_no_skip() ? 1 : 77);
 	}
 }
 
@@ -245,14 +247,14 @@ int main(int argc, char **argv)
 			       med[k][v], (double)size / med[k][v] / 1e9,
 			       (double)size / med[k][v] / 1e9 / thr, share[k][v] * 100);
 		}
-	printf("\nkhugepaged at pages_to_scan=%ld, scan_sleep_millisecs=%ld: at best "
-	       "%.2f MB/s, %.0f s for %zu MiB\n",
+	printf("\nkhugepaged, computed bound (not timed): at pages_to_scan=%ld, "
+	       "scan_sleep_millisecs=%ld it scans at most %.2f MB/s, so >= %.0f s for %zu MiB\n",
 	       to_scan, sleep_ms, khp_rate / 1e6, (double)size / khp_rate, size / MiB);
 	for (int k = 0; k < 2; k++)
-		printf("%-7s hpr_collapse w%d is %.0fx faster than khugepaged, %.2fx a raw "
-		       "single-thread loop\n",
-		       kname[k], ncpu, ((double)size / khp_rate) / med[k][V_HPRN],
-		       med[k][V_RAW] / med[k][V_HPRN]);
+		printf("%-7s hpr_collapse w%d: %.2fx a raw single-thread loop; the computed "
+		       "khugepaged bound is %.0fx its time\n",
+		       kname[k], ncpu, med[k][V_RAW] / med[k][V_HPRN],
+		       ((double)size / khp_rate) / med[k][V_HPRN]);
 
 	if (json && (jf = fopen(json, "w"))) {
 		fprintf(jf, "{\"headline\": [");
@@ -265,9 +267,12 @@ int main(int argc, char **argv)
 				(double)size / med[k][V_RAW] / 1e9, med[k][V_RAW] / med[k][V_HPR1]);
 			fprintf(jf,
 				"{\"measure\": \"%s: seconds to make %zu MiB huge, hpr_collapse "
-				"(%d workers) vs khugepaged at its settings\", \"ours\": %.4f, "
-				"\"baseline\": %.1f, \"ratio\": %.0f}",
+				"(%d workers) vs khugepaged computed bound (not timed)\", "
+				"\"ours\": %.4f, \"baseline\": \"%.1f s = %zu MiB / "
+				"(pages_to_scan %ld x 4 KiB / scan_sleep_millisecs %ld), "
+				"computed\", \"ratio\": %.0f}",
 				kname[k], size / MiB, ncpu, med[k][V_HPRN], (double)size / khp_rate,
+				size / MiB, to_scan, sleep_ms,
 				((double)size / khp_rate) / med[k][V_HPRN]);
 		}
 		fprintf(jf, "]}\n");

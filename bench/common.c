@@ -142,9 +142,12 @@ static void restore_at_exit(void)
 
 int bench_lock_system(void)
 {
-	int fd = open(BENCH_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return hpr_env_lock_system(false);
+}
 
-	return fd < 0 || flock(fd, LOCK_EX) ? -1 : 0;
+bool bench_no_skip(void)
+{
+	return hpr_env_no_skip();
 }
 
 int bench_private_ns(void)
@@ -156,9 +159,9 @@ void bench_isolate(const char *need_root)
 {
 	if (geteuid()) {
 		fprintf(stderr, "%s\n", need_root);
-		exit(77);
+		exit(bench_no_skip() ? 1 : 77);
 	}
-	if (bench_lock_system())
+	if (bench_lock_system() < 0)
 		bench_die("flock " BENCH_LOCK);
 	if (bench_private_ns())
 		bench_die("private mount namespace");

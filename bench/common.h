@@ -4,7 +4,7 @@
  * each of them; not a benchmark itself):
  *
  *  - a monotonic clock, fatal errors, sysfs/procfs strings, medians, smaps;
- *  - the system set-up: /tmp/hpr-system.lock (the test suites change THP
+ *  - the system set-up: HPR_SYSTEM_LOCK (tests/hpr_env.h: the suites change THP
  *    modes and hugetlb pools under it), a private mount namespace, private
  *    tmpfs/hugetlbfs mounts and the hugetlb pool size, which
  *    bench_restore() undoes: at exit, on SIGINT/SIGTERM, or when called;
@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include "hpr_env.h"
 
 /* Seconds on CLOCK_MONOTONIC (inline: it runs inside the timed loops). */
 static inline double bench_now(void)
@@ -50,12 +52,16 @@ ssize_t bench_huge_bytes(const void *p, size_t len);
 int bench_touch(size_t len, bool thp);
 
 /* ---- system set-up ---- */
-#define BENCH_LOCK "/tmp/hpr-system.lock"
+#define BENCH_LOCK HPR_SYSTEM_LOCK
 #define BENCH_POOL_2M "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 #define BENCH_POOL_DEFAULT "/proc/sys/vm/nr_hugepages"
 
-/* Take BENCH_LOCK (held until exit): 0, or -1 with errno. */
+/* As root, take BENCH_LOCK (held until exit): 0, 1 when not root (no
+ * lock), or -1 with errno. */
 int bench_lock_system(void);
+/* HPR_TEST_NO_SKIP is set (tests/hpr_env.h): a row a bench cannot
+ * produce fails it instead of being marked n/a. */
+bool bench_no_skip(void);
 /* Enter a private mount namespace (mounts vanish with the process). */
 int bench_private_ns(void);
 /* For a bench that needs root: unless root, print need_root and exit 77;

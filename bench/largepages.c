@@ -6,7 +6,8 @@
  * For each backing — base pages (plain mmap, MADV_NOHUGEPAGE: what a program
  * gets without hpregion), THP, hugetlb and shmem on tmpfs huge=always
  * (through hpregion) — it times, on the same buffer size:
- *   fault    memset of a fresh buffer (page-fault + zeroing cost)
+ *   fault    one thread's memset of a fresh buffer: first touch, page
+ *            faults + zeroing (not hpregion's prefault: no workers)
  *   memset   memset again over resident memory (TLB reach, bandwidth)
  *   stride   one byte written per 4 KiB, over the whole buffer (TLB misses)
  *   random   dependent random 8-byte reads (TLB + cache misses)
@@ -16,7 +17,8 @@
  *
  *   largepages [--quick] [--size MiB] [--reps N] [--json FILE]
  * Needs root for its tmpfs/hugetlbfs mounts and the hugetlb pool, which it
- * sets and restores, inside a private mount namespace.
+ * sets and restores, inside a private mount namespace. A backing it
+ * cannot set up is "n/a" -- and, under HPR_TEST_NO_SKIP, exit 1.
  */
 #define _GNU_SOURCE
 #include "common.h"
@@ -232,6 +234,13 @@ int main(int argc, char **argv)
 			}
 		fprintf(jf, "]}\n");
 		fclose(jf);
+	}
+	if ((!have_hugetlb || !have_shmem) && bench_no_skip()) {
+		fprintf(stderr,
+			"largepages: %s%snot run (root, a hugetlb pool, a tmpfs mount); "
+			"HPR_TEST_NO_SKIP is set: a missing row is a failure\n",
+			have_hugetlb ? "" : "hugetlb ", have_shmem ? "" : "shmem-huge ");
+		return 1;
 	}
 	return 0;
 }

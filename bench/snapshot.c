@@ -9,8 +9,7 @@
  * bytes: size/2. Per file system (tmpfs: /dev/shm; disk: /var/tmp) and per
  * repetition, in rotating order:
  *   save   hpr_save (io_uring)  | hpr_save (HPR_SNAP_NO_URING: pwrite) |
- *          loop: pwrite of each data page | fio rw=write bs=2M iodepth=8
- *          ioengine=io_uring on a fresh file
+ *          loop: pwrite of each data page | fio rw=write on a fresh file
  *   load   hpr_load into a fresh region (faults + zeroing included) |
  *          hpr_load with HPR_SNAP_NO_URING | loop: pread of each data page
  *          into a fresh region | fio rw=read of its file into its buffer;
@@ -22,11 +21,24 @@
  * (hpr treats it as page-cache I/O although it accepts O_DIRECT).
  * Fresh load targets are created right after touching and freeing as much
  * memory, so the host backs it (see warm()).
+ * fio is set up as a user would for the same job: ioengine=io_uring,
+ * bs=2M, --fixedbufs (registered buffers, no per-I/O page pinning),
+ * --iomem=shmhuge (2 MiB hugetlb buffers, like the region's pages),
+ * direct=1 on the disk, and the same I/Os in flight as hpregion:
+ * hpregion runs one ring per thread (the caller + workers - 1, the
+ * region has one worker per CPU here) with 8 I/Os each, so fio runs that
+ * many jobs at iodepth 8, each on its own slice of the file
+ * (group_reporting). The hugetlb pool for fio's buffers is raised under the
+ * system lock and restored at exit (root); not root, fio runs with plain
+ * buffers, said in the table -- and under HPR_TEST_NO_SKIP that is a
+ * failure.
  * GB/s = bytes moved / wall time; fio's figure is its own bw_bytes (which
- * excludes its start-up). Medians of --reps; memory warmed first.
+ * excludes its start-up). Medians of --reps; memory warmed first. Each
+ * baseline (fio, loop) whose slowest rep is more than 30 % below its
+ * fastest is flagged "UNSTABLE" in the table and the headline.
  *
  *   snapshot [--quick] [--size MiB] [--reps N] [--json FILE]
- * Holds /tmp/hpr-system.lock (the suites change THP modes under it).
+ * Holds the system lock (the suites change THP modes under it).
  */
 #define _GNU_SOURCE
 #include "common.h"
@@ -35,6 +47,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +66,9 @@ static size_t size = 2048UL << 20, ps;
 static int reps = 5;
 static hpr_region *src;
 static int io_seen;
+static int nthreads = 1; /* hpregion's rings: the region's workers */
+static bool fio_huge;	 /* fio's buffers on 2 MiB hugetlb pages */
+#define SNAP_QD 8	 /* I/Os in flight per ring (src/snapshot.c) */
 static char path_snap[NFS][256], path_loop[NFS][256], path_fio[NFS][256];
 
 static size_t data_bytes(void)
@@ -84,6 +100,7 @@ static hpr_region *mk(void)
 	hpr_config_init(&c);
 	c.backend = HPR_BACKEND_THP;
 	c.size = size;
+	c.workers = (unsigned)nthreads;
 	rc = hpr_create(&c, &r);
 	if (rc)
 		die("hpr_create", rc);
@@ -210,11 +227,15 @@ static double run_fio(int fs, int op)
 		}
 		close(fd);
 	}
+	/* nthreads jobs, each on its own contiguous slice of the data */
+	size_t slice = data_bytes() / (size_t)nthreads / ps * ps;
+
 	snprintf(cmd, sizeof(cmd),
-		 "fio --name=hpr --filename=%s --rw=%s --bs=2M --size=%zu --ioengine=io_uring "
-		 "--iodepth=8 --direct=%d --fallocate=none --output-format=json 2>/dev/null",
-		 path_fio[fs], op == OP_SAVE ? "write" : "read", data_bytes(),
-		 fs == FS_DISK);
+		 "fio --name=hpr --filename=%s --rw=%s --bs=2M --size=%zu --offset_increment=%zu "
+		 "--numjobs=%d --group_reporting --ioengine=io_uring --iodepth=%d --fixedbufs %s "
+		 "--direct=%d --fallocate=none --output-format=json 2>/dev/null",
+		 path_fio[fs], op == OP_SAVE ? "write" : "read", slice, slice, nthreads, SNAP_QD,
+		 fio_huge ? "--iomem=shmhuge --hugepage-size=2M" : "", fs == FS_DISK);
 	p = popen(cmd, "r");
 	if (!p) {
 		perror("popen fio");
@@ -264,10 +285,38 @@ static void quick(void)
 	reps = 3;
 }
 
+/* As root, 2 MiB hugetlb pages for fio's buffers (iodepth x 2 MiB per job,
+ * and some slack for its alignment), restored at exit by bench_restore(). */
+static void fio_pool(void)
+{
+	unsigned long need = (unsigned long)nthreads * (SNAP_QD + 2), old, got = 0;
+
+	if (geteuid())
+		return;
+	old = bench_pool_save(BENCH_POOL_2M);
+	fio_huge = !bench_pool_set(old + need, &got) && got >= old + need;
+	if (!fio_huge)
+		bench_restore();
+}
+
+/* A baseline whose slowest rep is more than 30 % below its fastest. */
+static bool unstable(const double *v)
+{
+	double lo = v[0], hi = v[0];
+
+	for (int i = 1; i < reps; i++) {
+		lo = v[i] < lo ? v[i] : lo;
+		hi = v[i] > hi ? v[i] : hi;
+	}
+	return lo < hi * 0.7;
+}
+
 int main(int argc, char **argv)
 {
 	static double res[NFS][NOP][NV][32];
 	double med[NFS][NOP][NV];
+	bool shaky[NFS][NOP][NV] = { 0 };
+	cpu_set_t cpus;
 	const char *json = NULL;
 	const struct bench_opt opts[] = { BENCH_QUICK(quick), BENCH_SIZE(&size), BENCH_REPS(&reps),
 					  BENCH_JSON(&json), BENCH_END };
@@ -291,6 +340,14 @@ int main(int argc, char **argv)
 	/* the test suites change THP modes and hugetlb pools under this lock:
 	 * hold it so THP stays what it is for the whole run */
 	bench_lock_system();
+	if (!sched_getaffinity(0, sizeof(cpus), &cpus))
+		nthreads = CPU_COUNT(&cpus) < 1 ? 1 : CPU_COUNT(&cpus);
+	fio_pool();
+	if (!fio_huge && bench_no_skip()) {
+		fprintf(stderr, "snapshot: no 2 MiB hugetlb pool for fio's buffers (needs root); "
+				"HPR_TEST_NO_SKIP is set: an untuned baseline is a failure\n");
+		return 1;
+	}
 	atexit(cleanup);
 	src = mk();
 	ps = hpr_page_size(src);
@@ -301,6 +358,10 @@ int main(int argc, char **argv)
 	printf("snapshot: THP region %zu MiB, %zu MiB of data (every other 2 MiB page), "
 	       "%d repetitions, median GB/s; variants interleaved\n",
 	       size >> 20, data_bytes() >> 20, reps);
+	printf("fio: %d jobs x iodepth %d (hpregion: %d rings x %d), bs 2M, io_uring, "
+	       "--fixedbufs, %s buffers, direct=1 on disk\n",
+	       nthreads, SNAP_QD, nthreads, SNAP_QD,
+	       fio_huge ? "2 MiB hugetlb (--iomem=shmhuge)" : "plain 4 KiB (not root: no pool)");
 	for (int fs = 0; fs < NFS; fs++) {
 		/* warm-up round, not counted: files exist, caches settled */
 		for (int op = 0; op < NOP; op++)
@@ -317,12 +378,14 @@ int main(int argc, char **argv)
 	for (int fs = 0; fs < NFS; fs++)
 		for (int op = 0; op < NOP; op++)
 			for (int v = 0; v < NV; v++) {
+				shaky[fs][op][v] = (v == V_LOOP || v == V_FIO) &&
+						   unstable(res[fs][op][v]);
 				qsort(res[fs][op][v], (size_t)reps, sizeof(double),
 				      bench_cmp_double);
 				med[fs][op][v] = res[fs][op][v][reps / 2];
 			}
-	printf("\n%-6s %-5s %9s %10s %9s %9s %9s %8s %8s\n", "fs", "op", "hpr", "hpr-pread",
-	       "loop", "fio", "hpr-warm", "hpr/fio", "hpr/loop");
+	printf("\n%-6s %-5s %9s %10s %9s %9s %9s %8s %8s\n", "fs", "op", "hpr", "hpr-pread", "loop",
+	       "fio", "hpr-warm", "hpr/fio", "hpr/loop");
 	for (int fs = 0; fs < NFS; fs++)
 		for (int op = 0; op < NOP; op++) {
 			double *m = med[fs][op];
@@ -333,7 +396,12 @@ int main(int argc, char **argv)
 				printf("%9.2f", m[V_WARM]);
 			else
 				printf("%9s", "-");
-			printf(" %7.2fx %7.2fx\n", m[V_HPR] / m[V_FIO], m[V_HPR] / m[V_LOOP]);
+			printf(" %7.2fx %7.2fx", m[V_HPR] / m[V_FIO], m[V_HPR] / m[V_LOOP]);
+			if (shaky[fs][op][V_FIO] || shaky[fs][op][V_LOOP])
+				printf("  UNSTABLE:%s%s (> 30 %% between reps)",
+				       shaky[fs][op][V_FIO] ? " fio" : "",
+				       shaky[fs][op][V_LOOP] ? " loop" : "");
+			printf("\n");
 		}
 	printf("(GB/s; disk = %s with O_DIRECT everywhere, tmpfs = %s; hpr/loop load\n"
 	       " into a fresh region (faulting included), fio reads into a reused buffer,\n"
@@ -344,8 +412,9 @@ int main(int argc, char **argv)
 	if (jf) {
 		int first = 1;
 
-		fprintf(jf, "{\"bench\":\"snapshot\",\"size_mib\":%zu,\"data_mib\":%zu,"
-			    "\"reps\":%d,\"results\":[",
+		fprintf(jf,
+			"{\"bench\":\"snapshot\",\"size_mib\":%zu,\"data_mib\":%zu,"
+			"\"reps\":%d,\"results\":[",
 			size >> 20, data_bytes() >> 20, reps);
 		for (int fs = 0; fs < NFS; fs++)
 			for (int op = 0; op < NOP; op++) {
@@ -362,12 +431,22 @@ int main(int argc, char **argv)
 			for (int op = 0; op < NOP; op++) {
 				double *m = med[fs][op];
 
-				fprintf(jf,
-					"%s{\"measure\":\"%s %s GB/s\",\"ours\":\"%.2f GB/s\","
-					"\"baseline\":\"%.2f GB/s (fio)\",\"ratio\":\"%.2fx\"}",
-					first ? "" : ",", opname[op], fsname[fs], m[V_HPR],
-					m[V_FIO], m[V_HPR] / m[V_FIO]);
-				first = 0;
+				for (int v = V_LOOP; v <= V_FIO; v++) {
+					fprintf(jf,
+						"%s{\"measure\":\"%s %s GB/s vs %s\",\"ours\":"
+						"\"%.2f GB/s\",\"baseline\":\"%.2f GB/s (%s%s)%s\","
+						"\"ratio\":\"%.2fx\"}",
+						first ? "" : ",", opname[op], fsname[fs], vname[v],
+						m[V_HPR], m[v], vname[v],
+						v == V_FIO ? (fio_huge ? ", huge fixed buffers" :
+									 ", plain buffers") :
+							     "",
+						shaky[fs][op][v] ?
+							" UNSTABLE: > 30 % between reps" :
+							"",
+						m[V_HPR] / m[v]);
+					first = 0;
+				}
 			}
 		fprintf(jf, "]}\n");
 		fclose(jf);

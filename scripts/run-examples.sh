@@ -25,12 +25,14 @@ fi
 TMPFS="" HTLB=""
 if [ "$(id -u)" = 0 ]; then
 	# The root test suites set the hugetlb pool and THP modes under an
-	# exclusive lock on this file (tests/common.c): hold it shared while
-	# our pool is raised, so none runs meanwhile and none has its pool
-	# reset under it by our restore (cassandra-like/run.sh shares it too)
-	exec 9>>/tmp/hpr-system.lock
+	# exclusive lock (tests/lib.sh): hold it shared while our pool is
+	# raised, so none runs meanwhile and none has its pool reset under it
+	# by our restore (cassandra-like/run.sh shares it too)
+	# shellcheck source=../tests/lib.sh
+	. "$ROOT/tests/lib.sh"
+	exec 9>>"$HPR_SYSTEM_LOCK"
 	flock -n -s 9 || {
-		echo "main job: waiting for a root test suite to finish (/tmp/hpr-system.lock)"
+		echo "main job: waiting for a root test suite to finish ($HPR_SYSTEM_LOCK)"
 		flock -s 9
 	}
 	TMPFS=$(mktemp -d /tmp/hpr-tmpfs.XXXXXX)

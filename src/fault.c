@@ -34,7 +34,6 @@ static size_t slot_mask;
 static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
 static struct hpr__slot fallback_slot = { PTHREAD_MUTEX_INITIALIZER,
 					  PTHREAD_COND_INITIALIZER };
-static _Atomic bool global_lock;
 
 static void slots_init(void)
 {
@@ -78,12 +77,6 @@ struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx)
 {
 	pthread_once(&slots_once, slots_init);
 	return &slots[mix64(r->obj_key ^ mix64(idx)) & slot_mask];
-}
-
-/* Bench only; flip it while no fault is in flight. */
-void hpr__fault_set_global_lock(bool on)
-{
-	atomic_store(&global_lock, on);
 }
 
 /* ---- PAGEMAP_SCAN (Linux 6.7, fs/proc/task_mmu.c) ---- */
@@ -403,33 +396,6 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 	return huge_check_page(r, idx, -1);
 }
 
-/*
- * Bench only: the scheme the kernel had before 3.15 (one
- * hugetlb_instantiation_mutex held across the whole fault). Every fault of
- * every region takes one mutex and populates under it.
- */
-static int fault_page_global(hpr_region *r, size_t idx)
-{
-	static pthread_mutex_t big = PTHREAD_MUTEX_INITIALIZER;
-	uint8_t st;
-	int rc = 0;
-
-	pthread_mutex_lock(&big);
-	st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
-	if (st == HPR_PS_ABSENT) {
-		rc = hpr__populate_page(r, idx);
-		if (!rc) {
-			atomic_store_explicit(&r->state[idx], HPR_PS_PRESENT,
-					      memory_order_release);
-			atomic_fetch_add(&r->present_pages, 1);
-		}
-	} else if (st != HPR_PS_PRESENT) {
-		rc = hpr__fail(-EBUSY, "global-lock mode handles absent pages only");
-	}
-	pthread_mutex_unlock(&big);
-	return rc;
-}
-
 enum claim { CLAIM_DONE, CLAIM_MINE, CLAIM_BUSY };
 
 /*
@@ -519,8 +485,6 @@ int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
 	(void)arg;
 	if (atomic_load_explicit(&r->state[idx], memory_order_acquire) == HPR_PS_PRESENT)
 		return 0;
-	if (atomic_load_explicit(&global_lock, memory_order_relaxed))
-		return fault_page_global(r, idx);
 	if (claim_page(r, idx, true, &prev) == CLAIM_DONE)
 		return 0;
 	return finish_page(r, idx, prev);
@@ -584,18 +548,6 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 
 	*done = 0;
 	*err_idx = (size_t)-1;
-	if (atomic_load_explicit(&global_lock, memory_order_relaxed)) {
-		for (; i < last && !atomic_load_explicit(cancel, memory_order_relaxed); i++) {
-			int rc = fault_page_global(r, i);
-
-			if (rc && !err) {
-				err = rc;
-				*err_idx = i;
-			}
-			*done += !rc;
-		}
-		return err;
-	}
 	while (i < last && !atomic_load_explicit(cancel, memory_order_relaxed)) {
 		size_t rs = i;
 		enum claim c = CLAIM_DONE;

@@ -168,8 +168,6 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 		     const _Atomic bool *cancel, size_t *done, size_t *err_idx);
 /* Populate one huge page without the table (the raw step). */
 int hpr__populate_page(hpr_region *r, size_t idx);
-/* Test hook: serialize every page on one lock (bench: global-mutex mode). */
-void hpr__fault_set_global_lock(bool on);
 /* fork.c's handlers for the slot table and the pagemap fd. */
 void hpr__fault_atfork(int phase);
 /* In a forked child: pages that were in a transition (FAULTING, BUSY) on

@@ -57,14 +57,13 @@ static void shared_init(void)
 void t_skip(const char *fmt, ...)
 {
 	va_list ap;
-	const char *strict = getenv("HPR_TEST_NO_SKIP");
 
 	fprintf(stderr, "SKIP: ");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n");
-	if (strict && *strict && strcmp(strict, "0")) {
+	if (hpr_env_no_skip()) {
 		fprintf(stderr, "HPR_TEST_NO_SKIP is set: a skip is a failure here\n");
 		exit(1);
 	}
@@ -577,6 +576,11 @@ int t_hpr(const char *args, char *out, size_t len)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+bool t_quick(void)
+{
+	return hpr_env_flag("HPR_TEST_QUICK");
+}
+
 void t_compact(void)
 {
 	write_file("/proc/sys/vm/compact_memory", "1");
@@ -600,10 +604,7 @@ void t_harness_begin(unsigned needs)
 	if (needs & T_NEED_ROOT) {
 		/* hugetlb pools and sysfs modes are system-wide: one suite
 		 * (or benchmark) that changes them at a time */
-		int lk = open("/tmp/hpr-system.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-		if (lk >= 0)
-			flock(lk, LOCK_EX); /* held until exit */
+		hpr_env_lock_system(false); /* held until exit */
 		if (unshare(CLONE_NEWNS))
 			t_skip("unshare(CLONE_NEWNS): %s", strerror(errno));
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))

@@ -5,8 +5,10 @@
  *  - HPR_TEST_MAIN(suite_fn, needs) enters a private mount namespace (so the
  *    tmpfs/hugetlbfs mounts a suite makes vanish with it), runs the suite
  *    with one forked process per test, and exits 0, 1, or 77 (skip).
- *  - t_skip() prints why and exits 77; with HPR_TEST_NO_SKIP=1 (set by
- *    .ci/run: CI has every capability) a skip is a failure (exit 1).
+ *  - t_skip() prints why and exits 77; with HPR_TEST_NO_SKIP set (to
+ *    anything but "" or "0"; .ci/run sets 1: CI has every capability) a
+ *    skip is a failure (exit 1). hpr_env.h defines the flag and the
+ *    system lock (HPR_SYSTEM_LOCK) once.
  *  - t_unavailable() is for capabilities machines of our kind differ in
  *    (1 GiB pages, anonymous VMA names, the hugetlb cgroup controller):
  *    where one is missing the test says so loudly and passes, unless
@@ -21,6 +23,8 @@
 #define HPR_TEST_COMMON_H
 
 #define _GNU_SOURCE
+#include "hpr_env.h"
+
 #include <check.h>
 #include <hpregion/hpregion.h>
 #include <stdbool.h>
@@ -108,6 +112,8 @@ size_t t_track_end(void);
 int t_dir_entries(const char *dir);
 /* /proc/meminfo value in its own unit, or -1. */
 long long t_meminfo(const char *key);
+/* HPR_TEST_QUICK is on (hpr_env.h): fewer rounds in long loops. */
+bool t_quick(void);
 /* Drop caches/compact so huge pages are available. */
 void t_compact(void);
 
@@ -120,7 +126,7 @@ const char *t_hpr_path(void);
 int t_hpr(const char *args, char *out, size_t len);
 
 /* What t_run_suite() does before it runs the tests, for programs that are
- * not Check suites (tests/soak/): take /tmp/hpr-system.lock and enter a
+ * not Check suites (tests/soak/): take the system lock and enter a
  * private mount namespace (T_NEED_ROOT), and restore what the t_* helpers
  * changed at exit or when killed. */
 void t_harness_begin(unsigned needs);

@@ -11,14 +11,9 @@ HOLD=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECK="python3 $HERE/hpr_cli_check.py"
 
-skip() {
-	echo "SKIP: $*" >&2
-	if [ "${HPR_TEST_NO_SKIP:-}" = 1 ]; then
-		echo "HPR_TEST_NO_SKIP is set: a skip is a failure here" >&2
-		exit 1
-	fi
-	exit 77
-}
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+skip() { hpr_skip "$@"; }
 [ "$(id -u)" = 0 ] || skip "needs root (mounts, hugetlb pool, unprivileged runs)"
 command -v python3 >/dev/null || skip "needs python3"
 [ -d /sys/kernel/mm/hugepages/hugepages-2048kB ] || skip "no 2 MiB hugetlb pool"
@@ -26,8 +21,7 @@ command -v python3 >/dev/null || skip "needs python3"
 if [ -z "${HPR_CLI_IN_NS:-}" ]; then
 	# serialize with the suites that change system state, then a private
 	# mount namespace so our mounts vanish with us
-	exec 9>>/tmp/hpr-system.lock
-	flock 9
+	hpr_lock_system
 	HPR_CLI_IN_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
 

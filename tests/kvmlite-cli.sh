@@ -35,9 +35,10 @@ expect 2 "--json and --quick go with --matrix" --json /tmp/kl.json
 expect 2 "--json and --quick go with --matrix" -b thp --quick
 
 # More RAM than the hugetlb pool holds. Other suites resize the pool under
-# /tmp/hpr-system.lock; hold it so the pool can't change under us.
-exec 9>>/tmp/hpr-system.lock
-flock 9
+# the system lock (tests/lib.sh); hold it so the pool can't change under us.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+hpr_lock_system
 P=/sys/kernel/mm/hugepages/hugepages-2048kB
 if [ -d $P ]; then
 	free=$(cat $P/free_hugepages)

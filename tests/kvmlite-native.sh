@@ -17,8 +17,9 @@ fi
 echo "kvmlite-native: $probe"
 
 # The hugetlb runs need a pool; other suites resize it under this lock.
-exec 9>>/tmp/hpr-system.lock
-flock 9
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+hpr_lock_system
 P=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 old=$(cat $P)
 snap=$(mktemp -d /tmp/kvmlite-native.XXXXXX)

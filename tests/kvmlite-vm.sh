@@ -17,13 +17,15 @@
 # The kernel package is fetched once with apt-get download into
 # ${HPR_VM_CACHE:-WORK_DIR/cache} (not installed). Exit 77 when qemu,
 # busybox-static or the kernel package can't be had (scripts/deps.sh
-# installs the first two).
+# installs the first two); 1 under HPR_TEST_NO_SKIP (tests/lib.sh).
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 WORK=${2:-$BUILD/kvmlite-vm}
 CACHE=${HPR_VM_CACHE:-$WORK/cache}
 KVMLITE=$BUILD/examples/kvm-lite/kvm-lite
-skip() { echo "kvmlite-vm: SKIP: $*" >&2; exit 77; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+skip() { hpr_skip "kvmlite-vm: $*"; } # exit 77, or 1 under HPR_TEST_NO_SKIP
 
 [ -x "$KVMLITE" ] || { echo "kvmlite-vm: $KVMLITE not built" >&2; exit 1; }
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing: apt-get install qemu-system-x86"

@@ -4,7 +4,7 @@
 # on the binary, so machines without kvm-pvm catch it too); and kvm-lite on
 # this machine's /dev/kvm when kvm-lite --probe finds it usable.
 if(TARGET kvm-lite AND TARGET kvm-lite-unit)
-  # kvmlite_cli waits for /tmp/hpr-system.lock (other suites resize the
+  # kvmlite_cli waits for the system lock (other suites resize the
   # hugetlb pool under it), hence the long timeout.
   add_test(NAME kvmlite_unit COMMAND kvm-lite-unit)
   add_test(NAME kvmlite_cli

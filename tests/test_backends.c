@@ -3,7 +3,8 @@
  * Backends: every way this machine can back a region (THP, shmem on a tmpfs
  * huge=always / huge=never mount, shmem memfd, hugetlb on hugetlbfs, hugetlb
  * memfd, 1 GiB hugetlb, AUTO with and without a pool and path), created with
- * HPR_F_PREFAULT, is >= 95 % huge-mapped according to the kernel's smaps,
+ * HPR_F_PREFAULT, is >= 95 % huge-mapped according to the kernel's smaps
+ * before anything writes to it (and after),
  * holds a written pattern, and hpr_stats agrees with smaps. Also the
  * getters, the sealing of shared memfds, and file creation on a path.
  *
@@ -110,6 +111,14 @@ static hpr_region *create_checked(const char *label, struct hpr_config *c,
 	else
 		ck_assert_msg(hpr_fd(r) >= 0 && fcntl(hpr_fd(r), F_GETFD) >= 0,
 			      "%s: hpr_fd %d is not an open fd", label, hpr_fd(r));
+
+	/* before anything touches it: the prefault, not our writes, made it
+	 * huge (a write faults a page in huge on its own) */
+	ck_assert_int_eq(t_smaps(hpr_base(r), hpr_size(r), &k), 0);
+	ck_assert_msg(kernel_huge(&k) * 100 >= hpr_size(r) * 95,
+		      "%s: after HPR_F_PREFAULT, before any write, the kernel says only "
+		      "%zu of %zu bytes are huge-mapped",
+		      label, kernel_huge(&k), hpr_size(r));
 
 	write_pattern(hpr_base(r), hpr_size(r));
 	check_pattern(hpr_base(r), hpr_size(r), label);

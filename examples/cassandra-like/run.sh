@@ -42,13 +42,12 @@ if [ "${1:-}" = --bench ]; then
 fi
 ARGS+=(--json "$BUILD/cassandra-like.json")
 
-# hpregion's root test suites change THP modes under an exclusive lock on
-# this file: share it, so none does mid-run on a machine that runs both (a
-# user who cannot open root's lock file, mode 0600, runs without it)
-if (: >>/tmp/hpr-system.lock) 2>/dev/null; then
-	exec 9>>/tmp/hpr-system.lock
-	flock -s 9 || true
-fi
+# hpregion's root test suites change THP modes under an exclusive lock
+# (tests/lib.sh): share it, so none does mid-run on a machine that runs
+# both. Not root: no lock (a root run's leftover cannot get in the way)
+# shellcheck source=../../tests/lib.sh
+. "$ROOT/tests/lib.sh"
+hpr_lock_system -s
 
 WORK=$(mktemp -d /tmp/cassandra-like.XXXXXX)
 if [ "$(id -u)" = 0 ]; then

@@ -15,9 +15,9 @@ for c in $CC clang clang-14; do
 	if command -v "$c" >/dev/null; then CC=$c; break; fi
 done
 if [ -z "$CC" ] || ! command -v "$CC" >/dev/null; then
-	echo "SKIP: no clang (apt-get install clang libclang-rt-dev)" >&2
-	[ "${HPR_TEST_NO_SKIP:-}" = 1 ] && exit 1
-	exit 77
+	# shellcheck source=../lib.sh
+	. "$(dirname "$0")/../lib.sh"
+	hpr_skip "no clang (apt-get install clang libclang-rt-dev)"
 fi
 mkdir -p "$OUT"
 CFLAGS="-g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all

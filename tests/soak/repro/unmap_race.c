@@ -3,7 +3,7 @@
  * check but fails the mmap reservation) while two threads create, touch
  * and destroy THP regions. A SIGSEGV on a THP region that hpr_fault_in
  * just populated means someone unmapped it. Run as root under
- * flock /tmp/hpr-system.lock; sets and restores the 2 MiB pool. */
+ * flock /run/hpregion.lock; sets and restores the 2 MiB pool. */
 #define _GNU_SOURCE
 #include <hpregion/hpregion.h>
 #include <errno.h>
