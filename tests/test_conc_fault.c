@@ -185,11 +185,27 @@ START_TEST(exactly_once)
 	struct hpr_stats st;
 	hpr_region *r;
 	size_t ps, np;
+	struct hpr_probe_info pi;
 	long faults;
+	bool counted;
 
 	/* a first race, not counted: thread stacks (glibc caches them) and a
 	 * sanitizer's shadow of them are faulted in here, not in the count */
 	r = mk_backend(_i, size, 4);
+	/* Does this kernel count a populate's faults, one per page, in the
+	 * task's counters? Linux 6.1 does not for hugetlb: its GUP took
+	 * follow_hugetlb_page, not handle_mm_fault, and the 6.1 guest counted
+	 * 8 faults for 64 pages. The generic GUP path came with the kernels
+	 * that have PAGEMAP_SCAN (6.7+), which stands in for it here. */
+	ck_assert_int_eq(hpr_probe(&pi), 0);
+	faults = kernel_faults();
+	ck_assert_int_eq(hpr_fault_in(r, 0, 16 * hpr_page_size(r)), 0);
+	counted = kernel_faults() - faults >= 16 &&
+		  (hpr_backend_of(r) != HPR_BACKEND_HUGETLB || pi.have_pagemap_scan);
+	if (!counted)
+		printf("NOTE: %s: this kernel does not count a populate's page faults: "
+		       "only the upper bound is checked\n",
+		       hpr_backend_name(hpr_backend_of(r)));
 	race(r);
 	ck_assert_int_eq(hpr_destroy(r), 0);
 
@@ -204,7 +220,8 @@ START_TEST(exactly_once)
 	 * page); the slack is the racers' and Check's own bookkeeping. A
 	 * sanitizer's allocator and shadow fault on their own (~200 more
 	 * under ASan): there only the lower bound is checked. */
-	ck_assert_msg(faults >= (long)np && (T_SANITIZED || faults <= (long)np + 64),
+	ck_assert_msg((!counted || faults >= (long)np) &&
+			      (T_SANITIZED || faults <= (long)np + 64),
 		      "%s: the kernel counted %ld page faults for %zu huge pages",
 		      hpr_backend_name(hpr_backend_of(r)), faults, np);
 	for (size_t i = 0; i < np; i++)
