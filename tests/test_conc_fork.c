@@ -171,18 +171,8 @@ static void child_fresh_shmem(const char *tmpfs)
 START_TEST(fork_during_prefault)
 {
 	size_t size = 256 * MiB, done = 0, total = 0;
-	hpr_region *r;
-	const char *tmpfs;
-
-	/* OPEN: since this stop's merges the child hangs here under ASan
-	 * (killed by its alarm); the plain build runs it. */
-	if (T_SANITIZED) {
-		printf("NOTE: fork_during_prefault: not run under sanitizers (child hangs "
-		       "under ASan: open)\n");
-		return;
-	}
-	r = mk(HPR_BACKEND_THP, NULL, size, 0);
-	tmpfs = t_mount_tmpfs("huge=always,size=64m");
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL, size, 0);
+	const char *tmpfs = t_mount_tmpfs("huge=always,size=64m");
 	struct hpr_stats st;
 	struct t_smaps k;
 	char *b = hpr_base(r);
