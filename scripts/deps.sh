@@ -6,6 +6,11 @@ PKGS="build-essential g++ binutils cmake pkg-config libnuma-dev liburing-dev che
 # man page check (groff-base, man-db), format check and fuzzers
 # (clang-format, clang's libFuzzer runtime)
 PKGS="$PKGS groff-base man-db clang-format libclang-rt-dev"
+# the sanitizer builds (scripts/lib/builds.sh): clang 19, whose ASan locks
+# its allocator around fork() (GCC 12's does not: a child forked while
+# another thread was in malloc could wait for ever in the child's first
+# malloc)
+PKGS="$PKGS clang-19 libclang-rt-19-dev"
 # copy tools the snapshot test makes sparse copies with (cp, tar: coreutils, tar)
 PKGS="$PKGS rsync"
 PKGS="$PKGS ${HPR_EXTRA_PKGS:-}"

@@ -19,7 +19,6 @@ N=${1:-}
 LOGS=$ROOT/build-test/flake
 BUILDS=(plain asan tsan)
 declare -A LABELS=([plain]='unit|concurrency' [asan]='unit|concurrency' [tsan]=concurrency)
-declare -A EXCLUDE=([tsan]=no-tsan) # as scripts/test.sh: test_conc_fork
 declare -A runs fails skips
 
 # count LOG BUILD: add one ctest run's results to the tallies; keep the log
@@ -84,7 +83,7 @@ trap '{ echo; echo "interrupted: the runs finished so far"; report; } >&3 2>&3' 
 for i in $(seq "$N"); do
 	for b in "${BUILDS[@]}"; do
 		t0=$SECONDS
-		suites "$b" -L "${LABELS[$b]}" ${EXCLUDE[$b]:+-LE "${EXCLUDE[$b]}"} >"$LOGS/$b-$i.log" 2>&1 || true
+		suites "$b" -L "${LABELS[$b]}" >"$LOGS/$b-$i.log" 2>&1 || true
 		count "$LOGS/$b-$i.log" "$b"
 		echo "round $i/$N, $b: $((SECONDS - t0)) s"
 	done

@@ -42,8 +42,6 @@ if [ $QUICK = 0 ]; then
 
 	echo "== TSan (concurrency suites)"
 	build tsan
-	# test_conc_fork: TSan cannot follow a child that starts threads after
-	# a threaded fork ("dup thread with used id"); plain and ASan run it
-	suites tsan -L concurrency -LE no-tsan
+	suites tsan -L concurrency
 fi
 echo "== all tests passed"
