@@ -237,6 +237,7 @@ struct churn {
 	_Atomic bool stop;
 	_Atomic unsigned long ops;
 	_Atomic int err;
+	char msg[512]; /* the failing call's hpr_strerror(), set with err */
 };
 
 /* Each thread owns the huge pages i with i % nthreads == id: fault in,
@@ -263,6 +264,9 @@ static void *churn_main(void *arg)
 			if (!rc && (i / c->nthreads) % 3 == 0)
 				rc = hpr_reclaim(c->r, hp, NULL);
 			if (rc) {
+				/* the detail is the failing thread's: keep it */
+				snprintf(c->msg, sizeof(c->msg), "page %zu, gen %u: %s", i, gen,
+					 hpr_strerror(rc));
 				atomic_store(&c->err, rc);
 				return NULL;
 			}
@@ -351,8 +355,7 @@ static void fork_during_churn(enum hpr_backend be, const char *path, unsigned fl
 	atomic_store(&c.stop, true);
 	for (unsigned i = 0; i < NT; i++)
 		pthread_join(th[i], NULL);
-	ck_assert_msg(!atomic_load(&c.err), "a churn thread failed: %s",
-		      hpr_strerror(atomic_load(&c.err)));
+	ck_assert_msg(!atomic_load(&c.err), "a churn thread failed: %s", c.msg);
 	/* the parent's region still works and the kernel agrees. Writes to
 	 * THP pages a child still mapped split the parent's PMDs (the
 	 * kernel copies shared THP 4 KiB at a time): hpr_collapse restores
