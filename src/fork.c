@@ -29,6 +29,10 @@
  * a child that only execs pays little more than a walk over the fault
  * tables.
  *
+ * This file is the mechanism only: it calls what the owners registered
+ * (region.c a region's handler, snapshot.c a ring's, the leaf locks'
+ * owners theirs) and knows none of them, so it depends on nothing above it.
+ *
  * The contract for callers is in hpregion.h ("fork") and hpregion(7).
  */
 #define _GNU_SOURCE
@@ -39,7 +43,8 @@
 #include <stddef.h>
 
 static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct hpr__fork_handle *handles; /* regions and rings, under fork_mu */
+static struct hpr__fork_handle *handles;	    /* regions and rings, under fork_mu */
+static void (*leaves[HPR__FORK_LEAVES])(int phase); /* under fork_mu */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 bool hpr__fork_mutex(pthread_mutex_t *mu, int phase)
@@ -61,14 +66,22 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&fork_mu);
 	for (struct hpr__fork_handle *h = handles; h; h = h->next)
 		h->atfork(h, HPR__FORK_PREPARE);
-	hpr__fault_atfork(HPR__FORK_PREPARE);
-	hpr__probe_atfork(HPR__FORK_PREPARE);
+	for (unsigned i = 0; i < HPR__FORK_LEAVES; i++)
+		if (leaves[i])
+			leaves[i](HPR__FORK_PREPARE);
+}
+
+/* the leaves in the reverse of prepare's order */
+static void leaves_after(int phase)
+{
+	for (unsigned i = HPR__FORK_LEAVES; i-- > 0;)
+		if (leaves[i])
+			leaves[i](phase);
 }
 
 static void fork_parent(void)
 {
-	hpr__probe_atfork(HPR__FORK_PARENT);
-	hpr__fault_atfork(HPR__FORK_PARENT);
+	leaves_after(HPR__FORK_PARENT);
 	for (struct hpr__fork_handle *h = handles; h; h = h->next)
 		h->atfork(h, HPR__FORK_PARENT);
 	pthread_mutex_unlock(&fork_mu);
@@ -76,43 +89,13 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	hpr__probe_atfork(HPR__FORK_CHILD);
-	hpr__fault_atfork(HPR__FORK_CHILD);
+	leaves_after(HPR__FORK_CHILD);
 	for (struct hpr__fork_handle *h = handles, *next; h; h = next) {
 		next = h->next;
 		if (!h->atfork(h, HPR__FORK_CHILD))
 			hpr__fork_handle_del(h);
 	}
 	pthread_mutex_init(&fork_mu, NULL);
-}
-
-/* A region across fork: its locks, then in the child what it inherited. */
-static bool region_atfork(struct hpr__fork_handle *h, int phase)
-{
-	hpr_region *r = (hpr_region *)((char *)h - offsetof(hpr_region, fork));
-
-	/* lock order: pool, reclaimer, partial releases (fork_prepare takes
-	 * the leaf locks after every region's) */
-	if (phase == HPR__FORK_PARENT) {
-		hpr__fork_mutex(&r->partial_mu, phase);
-		hpr__release_atfork(r, phase);
-		hpr__pool_atfork(r, phase);
-		return true;
-	}
-	hpr__pool_atfork(r, phase);
-	hpr__release_atfork(r, phase);
-	if (!hpr__fork_mutex(&r->partial_mu, phase))
-		return true;
-	hpr__fault_table_child(r);
-	/* mlock is not inherited (fork(2)) */
-	r->locked = false;
-	if (r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_SHARED)) {
-		/* MADV_DONTFORK (backend.c): the range is free here and may
-		 * be mapped again by anyone; never touch it */
-		r->not_mapped = true;
-		r->base = NULL;
-	}
-	return true;
 }
 
 static void atfork_install(void)
@@ -151,18 +134,10 @@ void hpr__fork_handle_del(struct hpr__fork_handle *h)
 	h->prev = h->next = NULL;
 }
 
-void hpr__fork_register(hpr_region *r)
-{
-	r->fork.atfork = region_atfork;
-	hpr__fork_lock();
-	hpr__fork_handle_add(&r->fork);
-	hpr__fork_unlock();
-}
-
-void hpr__fork_unregister(hpr_region *r)
+void hpr__fork_leaf(unsigned slot, void (*fn)(int phase))
 {
 	hpr__fork_lock();
-	hpr__fork_handle_del(&r->fork);
+	leaves[slot] = fn;
 	hpr__fork_unlock();
 }
 

@@ -235,9 +235,12 @@ void hpr__fork_handle_del(struct hpr__fork_handle *h);
 /* A lock across fork: PREPARE takes it, PARENT releases it, CHILD makes it
  * new (returns true in the child only). */
 bool hpr__fork_mutex(pthread_mutex_t *mu, int phase);
-/* Track a live region (and install the handlers on first use). */
-void hpr__fork_register(hpr_region *r);
-void hpr__fork_unregister(hpr_region *r);
+/* The library-wide leaf locks: prepare takes them after every handle's,
+ * in this order; parent and child go in the reverse. */
+enum { HPR__FORK_LEAF_FAULT, HPR__FORK_LEAF_PROBE, HPR__FORK_LEAVES };
+/* Have the handlers call fn(phase) for leaf slot (idempotent; installs the
+ * handlers on first use, as hpr__fork_lock does). */
+void hpr__fork_leaf(unsigned slot, void (*fn)(int phase));
 /* 0, or -ENXIO with advice when r is a private file-backed region that this
  * forked child did not inherit (MADV_DONTFORK): only hpr_destroy is valid. */
 int hpr__region_mapped(const hpr_region *r);

@@ -8,6 +8,7 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,8 +111,10 @@ static int config_check(const struct hpr_config *c)
 	if (!c->size)
 		return hpr__fail(-EINVAL, "hpr_create: size is 0");
 	if (c->size > ((size_t)1 << 56))
-		return hpr__fail(-EINVAL, "hpr_create: size %#zx is beyond the address "
-					  "space", c->size);
+		return hpr__fail(-EINVAL,
+				 "hpr_create: size %#zx is beyond the address "
+				 "space",
+				 c->size);
 	if (c->page_size & (c->page_size - 1))
 		return hpr__fail(-EINVAL, "hpr_create: page_size %zu is not a power of two",
 				 c->page_size);
@@ -122,8 +125,10 @@ static int config_check(const struct hpr_config *c)
 	if (c->name && (rc = name_check(c->name)))
 		return rc;
 	if (c->workers > 1024)
-		return hpr__fail(-EINVAL, "hpr_create: %u workers is unreasonable "
-					  "(max 1024)", c->workers);
+		return hpr__fail(-EINVAL,
+				 "hpr_create: %u workers is unreasonable "
+				 "(max 1024)",
+				 c->workers);
 	return 0;
 }
 
@@ -136,6 +141,47 @@ static unsigned default_workers(const hpr_region *r)
 		return 1;
 	n = CPU_COUNT(&set);
 	return n > 0 ? (unsigned)n : 1;
+}
+
+/* A region across fork: its locks, then in the child what it inherited
+ * (fork.c calls this for every live region; the contract is in fork.c). */
+static bool region_atfork(struct hpr__fork_handle *h, int phase)
+{
+	hpr_region *r = (hpr_region *)((char *)h - offsetof(hpr_region, fork));
+
+	/* lock order: pool, reclaimer, partial releases (the leaf locks come
+	 * after every region's) */
+	if (phase == HPR__FORK_PARENT) {
+		hpr__fork_mutex(&r->partial_mu, phase);
+		hpr__release_atfork(r, phase);
+		hpr__pool_atfork(r, phase);
+		return true;
+	}
+	hpr__pool_atfork(r, phase);
+	hpr__release_atfork(r, phase);
+	if (!hpr__fork_mutex(&r->partial_mu, phase))
+		return true;
+	hpr__fault_table_child(r);
+	/* mlock is not inherited (fork(2)) */
+	r->locked = false;
+	if (r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_SHARED)) {
+		/* MADV_DONTFORK (backend.c): the range is free here and may
+		 * be mapped again by anyone; never touch it */
+		r->not_mapped = true;
+		r->base = NULL;
+	}
+	return true;
+}
+
+/* Track a live region across fork, with the leaf locks its use takes. */
+static void fork_track(hpr_region *r)
+{
+	hpr__fork_leaf(HPR__FORK_LEAF_FAULT, hpr__fault_atfork);
+	hpr__fork_leaf(HPR__FORK_LEAF_PROBE, hpr__probe_atfork);
+	r->fork.atfork = region_atfork;
+	hpr__fork_lock();
+	hpr__fork_handle_add(&r->fork);
+	hpr__fork_unlock();
 }
 
 int hpr_create(const struct hpr_config *cfg, hpr_region **out)
@@ -180,8 +226,10 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	r->state = calloc(r->npages, sizeof(*r->state));
 	r->partial = calloc(r->npages, sizeof(*r->partial));
 	if (!r->state || !r->partial) {
-		rc = hpr__fail(-ENOMEM, "hpr_create: cannot allocate the fault table "
-					"for %zu pages", r->npages);
+		rc = hpr__fail(-ENOMEM,
+			       "hpr_create: cannot allocate the fault table "
+			       "for %zu pages",
+			       r->npages);
 		goto fail;
 	}
 	if (c.flags & (HPR_F_PREFAULT | HPR_F_LOCK)) {
@@ -196,9 +244,10 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 		if (rc) {
 			char sz[32];
 
-			rc = hpr__fail(rc, "hpr_create: mlock of %s failed (%s): raise "
-					   "RLIMIT_MEMLOCK (ulimit -l) or run with "
-					   "CAP_IPC_LOCK",
+			rc = hpr__fail(rc,
+				       "hpr_create: mlock of %s failed (%s): raise "
+				       "RLIMIT_MEMLOCK (ulimit -l) or run with "
+				       "CAP_IPC_LOCK",
 				       hpr__fmt_size(r->size, sz, sizeof(sz)), strerror(-rc));
 			goto fail;
 		}
@@ -212,7 +261,7 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 		if (rc)
 			goto fail;
 	}
-	hpr__fork_register(r);
+	fork_track(r);
 	*out = r;
 	/* a successful create has no error: drop the detail of an attempt
 	 * the AUTO chain or HPR_F_FALLBACK fell back from */
@@ -249,7 +298,9 @@ int hpr_destroy(hpr_region *r)
 	hpr__err_clear();
 	if (!r)
 		return 0;
-	hpr__fork_unregister(r);
+	hpr__fork_lock();
+	hpr__fork_handle_del(&r->fork);
+	hpr__fork_unlock();
 	hpr__pool_destroy(r);
 	hpr__release_destroy(r);
 	if (r->locked)
