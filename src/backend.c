@@ -31,15 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#ifndef PR_SET_VMA
-#define PR_SET_VMA 0x53564d41
-#define PR_SET_VMA_ANON_NAME 0
-#endif
 #ifndef F_SEAL_SHRINK
 #define F_SEAL_SHRINK 0x0002
 #define F_SEAL_GROW 0x0004
@@ -75,8 +70,8 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	m->dirfd = hpr__os->openat(AT_FDCWD, dir, O_PATH | O_CLOEXEC, 0);
 	if (m->dirfd < 0)
 		return hpr__fail(m->dirfd, "path '%s': %s", dir, strerror(-m->dirfd));
-	if (fstat(m->dirfd, &st)) {
-		rc = -errno;
+	rc = hpr__os->fstat(m->dirfd, &st);
+	if (rc) {
 		hpr__mount_release(m);
 		return hpr__fail(rc, "path '%s': %s", dir, strerror(-rc));
 	}
@@ -111,7 +106,8 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	 * point is matched with the path of the directory we hold */
 	m->huge = HPR_SHMEM_NEVER;
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", m->dirfd);
-	if (!realpath(self, real) && !realpath(dir, real))
+	if (hpr__os->realpath(self, real, sizeof(real)) &&
+	    hpr__os->realpath(dir, real, sizeof(real)))
 		snprintf(real, sizeof(real), "%s", dir);
 	/* any length: with a few hundred mounts (Kubernetes nodes, snaps) it
 	 * is past 64 KiB, and a mount past a fixed buffer read as huge=never */
@@ -289,9 +285,8 @@ static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
 		char nm[80];
 
 		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
-		/* PR_SET_VMA_ANON_NAME (5.17, CONFIG_ANON_VMA_NAME): best effort */
-		prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)r->base,
-		      r->size, nm);
+		/* 5.17, CONFIG_ANON_VMA_NAME: best effort */
+		hpr__os->name_anon(r->base, r->size, nm);
 	}
 	r->obj_key = (1ULL << 63) | atomic_fetch_add(&anon_seq, 1);
 	return 0;

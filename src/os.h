@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
 
@@ -84,6 +85,43 @@ struct hpr_os_ops {
 	 * kernel lacks MADV_POPULATE_WRITE (before 5.14). Returns -EFAULT if
 	 * a SIGBUS hit the touch (pool or mount out of pages). */
 	int (*touch)(void *addr, size_t len, size_t step);
+
+	/* ---- queries and kernel text files ---- */
+	int (*fstat)(int fd, struct stat *st);
+	/* realpath(3) into out (len bytes, PATH_MAX is enough) */
+	int (*realpath)(const char *path, char *out, size_t len);
+	/* the kernel release (uname -r) into buf, NUL-terminated */
+	int (*kernel_release)(char *buf, size_t len);
+	/* call fn(arg, name) for each entry of a directory (sysfs), "." and
+	 * ".." left out; a non-zero return from fn stops the walk */
+	int (*list_dir)(const char *path, int (*fn)(void *arg, const char *name), void *arg);
+	/* stream a kernel text file of any length (smaps) line by line
+	 * without holding it whole: fn(arg, line, len) without the newline;
+	 * a line longer than 64 KiB is dropped */
+	int (*read_lines)(const char *path, void (*fn)(void *arg, const char *line, size_t len),
+			  void *arg);
+	/* name an anonymous mapping in /proc/PID/maps ("[anon:name]",
+	 * PR_SET_VMA_ANON_NAME, 5.17, CONFIG_ANON_VMA_NAME) */
+	int (*name_anon)(void *addr, size_t len, const char *name);
+	/* does the kernel have any 4 KiB page of [addr, addr+len) resident
+	 * (mincore)? 1 yes, 0 no, negative errno */
+	int (*any_resident)(void *addr, size_t len);
+	/* /proc/self/pagemap of this process, for pagemap_count: an fd, or
+	 * -EOPNOTSUPP where the kernel has no PAGEMAP_SCAN (before 6.7).
+	 * The fd reads the mm of the process that opened it (not a forked
+	 * child's) */
+	int (*pagemap_open)(void);
+	/* bytes of [lo, hi) present (not the zero page) and, of those,
+	 * PMD-mapped or hugetlb, by PAGEMAP_SCAN on a pagemap_open fd */
+	int (*pagemap_count)(int fd, uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge);
+	/* arm a PSI trigger ("some <stall us> <window us>") on an open
+	 * pressure file (O_RDWR | O_NONBLOCK); it fires POLLPRI */
+	int (*psi_trigger)(int fd, const char *trigger);
+	/* positioned I/O of all len bytes, retrying short transfers and
+	 * EINTR, at off >= 0: pread_full returns the bytes read (fewer at end of file),
+	 * pwrite_full 0 (-EIO when the file takes nothing) */
+	ssize_t (*pread_full)(int fd, void *buf, size_t len, off_t off);
+	int (*pwrite_full)(int fd, const void *buf, size_t len, off_t off);
 };
 
 /* The hooks in force. Never NULL. */
