@@ -46,9 +46,6 @@
 static _Atomic uint64_t anon_seq;
 static _Atomic unsigned file_seq;
 
-static const char *const shmem_huge_names[] = { "always", "within_size", "advise",
-						"never", "deny", "force" };
-
 /*
  * The directory is opened once (O_PATH) and everything after that works on
  * the fd: fstat, fstatfs, and the backing file is created with openat() in
@@ -118,8 +115,8 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 
 		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1) {
 			m->huge = HPR_SHMEM_NEVER;
-			for (int k = 0; k < 6; k++)
-				if (!strcmp(v, shmem_huge_names[k]))
+			for (int k = 0; k < HPR__SHMEM_MODES; k++)
+				if (!strcmp(v, hpr__shmem_mode_names[k]))
 					m->huge = k;
 		}
 		snprintf(m->mnt_point, sizeof(m->mnt_point), "%s", mnt.mnt_point);
@@ -424,19 +421,15 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 					 "tmpfs at '%s' gives no huge pages (huge= %s, "
 					 "shmem_enabled %s) and MADV_COLLAPSE is %s: remount "
 					 "with -o huge=always or pass HPR_F_FALLBACK",
-					 c->path, shmem_huge_names[m->huge < 6 ? m->huge : 3],
-					 caps->info.shmem_enabled < 6
-						 ? shmem_huge_names[caps->info.shmem_enabled]
-						 : "?",
+					 c->path, hpr__shmem_mode_name(m->huge),
+					 hpr__shmem_mode_name(caps->info.shmem_enabled),
 					 caps->info.have_collapse ? "denied" : "missing (< 6.1)");
 		return hpr__fail(-EOPNOTSUPP,
 				 "a memfd gets no huge pages here (shmem_enabled %s, "
 				 "MADV_COLLAPSE %s): echo advise > "
 				 "/sys/kernel/mm/transparent_hugepage/shmem_enabled, give "
 				 "a path on a tmpfs mounted huge=always, or pass HPR_F_FALLBACK",
-				 caps->info.shmem_enabled < 6
-					 ? shmem_huge_names[caps->info.shmem_enabled]
-					 : "?",
+				 hpr__shmem_mode_name(caps->info.shmem_enabled),
 				 caps->info.have_collapse ? "denied" : "missing (< 6.1)");
 	}
 	r->degraded = degrade && !fault && !coll;

@@ -19,8 +19,6 @@
 
 static const char *const thp_names[] = { "always", "madvise", "never", "defer",
 					 "defer+madvise" };
-static const char *const shmem_names[] = { "always", "within_size", "advise",
-					   "never", "deny", "force" };
 
 static struct hpr__caps caps;
 static pthread_mutex_t caps_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -262,7 +260,7 @@ static void probe_all(struct hpr__caps *c)
 	memset(c, 0, sizeof(*c));
 	in->thp_enabled = read_mode(THP_DIR "/enabled", thp_names, 3, HPR_THP_UNKNOWN);
 	in->thp_defrag = read_mode(THP_DIR "/defrag", thp_names, 5, HPR_THP_UNKNOWN);
-	in->shmem_enabled = read_mode(THP_DIR "/shmem_enabled", shmem_names, 6,
+	in->shmem_enabled = read_mode(THP_DIR "/shmem_enabled", hpr__shmem_mode_names, HPR__SHMEM_MODES,
 				      HPR_SHMEM_UNKNOWN);
 	if (!read_ul(THP_DIR "/hpage_pmd_size", &v))
 		in->thp_pmd_size = v;
