@@ -353,8 +353,34 @@ static void drop_file(hpr_region *r, const struct hpr__mountcheck *m)
 	}
 }
 
+/* The backing fd of a shmem or hugetlb region into r->fd: a file in the
+ * checked directory m, or without one a memfd "hpr:<name>" created with
+ * mfd_flags (MFD_HUGETLB and its size for hugetlb). */
+static int open_backing(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m,
+			unsigned mfd_flags)
+{
+	char nm[80];
+	int fd;
+
+	if (m) {
+		fd = open_file(r, c, m);
+	} else {
+		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
+		fd = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
+		if (fd < 0)
+			fd = hpr__fail(fd, "memfd_create%s: %s",
+				       mfd_flags & MFD_HUGETLB ? "(MFD_HUGETLB)" : "",
+				       strerror(-fd));
+		r->is_memfd = true;
+	}
+	if (fd < 0)
+		return fd;
+	r->fd = fd;
+	return 0;
+}
+
 /* Map the fd (sized, sealed) and finish a file-backed region. */
-static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
+static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 {
 	uint64_t dev = 0, ino = 0;
 	int rc;
@@ -396,6 +422,16 @@ static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
 		r->dir_fd = rc < 0 ? -1 : rc;
 	}
 	return 0;
+}
+
+/* map_fd; on failure the fd is closed and the file removed. */
+static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
+{
+	int rc = map_fd(r, m);
+
+	if (rc)
+		drop_file(r, m);
+	return rc;
 }
 
 static int setup_shmem(hpr_region *r, const struct hpr_config *c,
@@ -444,26 +480,8 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 				 c->path, hpr__fmt_size((size_t)m->avail, a, sizeof(a)),
 				 hpr__fmt_size(r->size, s, sizeof(s)));
 	}
-	if (m) {
-		rc = open_file(r, c, m);
-	} else {
-		char nm[80];
-
-		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
-		rc = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (rc < 0)
-			rc = hpr__fail(rc, "memfd_create: %s", strerror(-rc));
-		r->is_memfd = true;
-	}
-	if (rc < 0)
-		return rc;
-	r->fd = rc;
-	rc = map_file(r, m);
-	if (rc) {
-		drop_file(r, m);
-		return rc;
-	}
-	return 0;
+	rc = open_backing(r, c, m, 0);
+	return rc ? rc : map_file(r, m);
 }
 
 static size_t default_hugetlb_size(void)
@@ -574,37 +592,21 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
 				 c->path, hpr__fmt_size((size_t)m->avail, a, sizeof(a)),
 				 hpr__fmt_size(r->size, sz, sizeof(sz)));
 	}
-	if (m) {
-		rc = open_file(r, c, m);
-	} else {
-		char nm[80];
-
-		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
-		rc = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB |
-						       ((unsigned)__builtin_ctzl(ps) << MFD_HUGE_SHIFT));
-		if (rc < 0)
-			rc = hpr__fail(rc, "memfd_create(MFD_HUGETLB): %s", strerror(-rc));
-		r->is_memfd = true;
-	}
-	if (rc < 0)
+	rc = open_backing(r, c, m, MFD_HUGETLB | ((unsigned)__builtin_ctzl(ps) << MFD_HUGE_SHIFT));
+	if (rc)
 		return rc;
-	r->fd = rc;
 	rc = map_file(r, m);
-	if (rc) {
-		drop_file(r, m);
-		if (rc == -ENOMEM) {
-			char knob[96];
+	if (rc == -ENOMEM) {
+		char knob[96];
 
-			/* the pool shrank between our check and the reservation */
-			return hpr__fail(-ENOMEM,
-					 "the hugetlb pool could not reserve %zu %s "
-					 "pages: raise %s",
-					 r->npages, hpr__fmt_size(ps, sz, sizeof(sz)),
-					 hpr__pool_knob(ps, knob, sizeof(knob)));
-		}
-		return rc;
+		/* the pool shrank between our check and the reservation */
+		return hpr__fail(-ENOMEM,
+				 "the hugetlb pool could not reserve %zu %s "
+				 "pages: raise %s",
+				 r->npages, hpr__fmt_size(ps, sz, sizeof(sz)),
+				 hpr__pool_knob(ps, knob, sizeof(knob)));
 	}
-	return 0;
+	return rc;
 }
 
 static void reset_region(hpr_region *r)
