@@ -631,43 +631,6 @@ static void truncate_quiet(int fd)
 		return;
 }
 
-static int pread_all(int fd, void *buf, size_t len, off_t off, size_t *got)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	*got = done;
-	return 0;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 static uint64_t layout_data_off(size_t npages, size_t page_size)
 {
 	uint64_t a = page_size > 4096 ? page_size : 4096;
@@ -860,11 +823,11 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	h->hdr_sum = 0;
 	h->hdr_sum = htole64(hpr__xxh64(h, sizeof(*h), 0));
 
-	rc = pwrite_all(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
+	rc = hpr__os->pwrite_full(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
 	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
 		rc = -errno;
 	if (!rc)
-		rc = pwrite_all(fd, hbuf, sizeof(hbuf), 0);
+		rc = hpr__os->pwrite_full(fd, hbuf, sizeof(hbuf), 0);
 	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
 		rc = -errno;
 	if (rc) {
@@ -889,12 +852,13 @@ static int load_header(hpr_region *r, int fd, const struct stat *st, uint64_t *d
 {
 	char buf[HPR__SNAP_HDR_SIZE], ps[32], ps2[32];
 	struct hpr__snap_hdr h;
-	size_t got = 0;
+	ssize_t n = hpr__os->pread_full(fd, buf, sizeof(buf), 0);
+	size_t got = n < 0 ? 0 : (size_t)n;
 	uint64_t sum, want_off;
-	int rc = pread_all(fd, buf, sizeof(buf), 0, &got);
 
-	if (rc)
-		return hpr__fail(rc, "hpr_load: reading the header failed: %s", strerror(-rc));
+	if (n < 0)
+		return hpr__fail((int)n, "hpr_load: reading the header failed: %s",
+				 strerror((int)-n));
 	if (got < 8 || memcmp(buf, HPR__SNAP_MAGIC, 8)) {
 		bool zero = got >= 8 && is_zero(buf, got & ~(size_t)511);
 
@@ -954,15 +918,18 @@ static int load_table(struct snap_op *op, int fd, uint64_t table_sum, uint64_t p
 	size_t tlen = r->npages * sizeof(struct hpr__snap_ent), got = 0;
 	struct hpr__snap_ent *disk = malloc(tlen);
 	uint64_t ndata = 0;
-	int rc;
+	ssize_t n;
+	int rc = 0;
 
 	if (!disk)
 		return hpr__fail(-ENOMEM, "hpr_load: cannot allocate the page table");
-	rc = pread_all(fd, disk, tlen, HPR__SNAP_TABLE_OFF, &got);
-	if (rc) {
+	n = hpr__os->pread_full(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
+	if (n < 0) {
 		free(disk);
-		return hpr__fail(rc, "hpr_load: reading the page table failed: %s", strerror(-rc));
+		return hpr__fail((int)n, "hpr_load: reading the page table failed: %s",
+				 strerror((int)-n));
 	}
+	got = (size_t)n;
 	if (got < tlen || hpr__xxh64(disk, tlen, 0) != table_sum) {
 		free(disk);
 		return hpr__fail(-EBADMSG, "hpr_load: page table checksum mismatch: the "
