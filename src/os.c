@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <numaif.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,6 +428,19 @@ static int os_psi_trigger(int fd, const char *trigger)
 	return write(fd, trigger, strlen(trigger) + 1) < 0 ? -errno : 0;
 }
 
+static int os_process_cpus(void *set, size_t setsize)
+{
+	if (sched_getaffinity(getpid(), setsize, set) && sched_getaffinity(0, setsize, set))
+		return -errno;
+	return 0;
+}
+
+static int os_page_nodes(void **pages, size_t n, int *status)
+{
+	/* nodes == NULL: query only, nothing moves */
+	return move_pages(0, n, pages, NULL, status, 0) < 0 ? -errno : 0;
+}
+
 long hpr__os_map_count(void)
 {
 	char buf[4096];
@@ -475,6 +490,8 @@ const struct hpr_os_ops hpr__os_real = {
 	.psi_trigger = os_psi_trigger,
 	.pread_full = os_pread_full,
 	.pwrite_full = os_pwrite_full,
+	.process_cpus = os_process_cpus,
+	.page_nodes = os_page_nodes,
 };
 
 const struct hpr_os_ops *hpr__os = &hpr__os_real;

@@ -122,6 +122,14 @@ struct hpr_os_ops {
 	 * pwrite_full 0 (-EIO when the file takes nothing) */
 	ssize_t (*pread_full)(int fd, void *buf, size_t len, off_t off);
 	int (*pwrite_full)(int fd, const void *buf, size_t len, off_t off);
+
+	/* ---- NUMA ---- */
+	/* the process's CPUs (its main thread's affinity, else the calling
+	 * thread's) into a cpu_set_t of setsize bytes */
+	int (*process_cpus)(void *set, size_t setsize);
+	/* the node of each of n pages (move_pages(2) as a query: nothing
+	 * moves); status[i] is a node or a negative errno per page */
+	int (*page_nodes)(void **pages, size_t n, int *status);
 };
 
 /* The hooks in force. Never NULL. */
