@@ -260,6 +260,18 @@ static int os_fstat(int fd, struct stat *st)
 	return fstat(fd, st) ? -errno : 0;
 }
 
+static int os_fd_flags(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 ? -errno : fl;
+}
+
+static int os_fdatasync(int fd)
+{
+	return fdatasync(fd) ? -errno : 0;
+}
+
 static int os_realpath(const char *path, char *out, size_t len)
 {
 	char *p = realpath(path, NULL);
@@ -479,6 +491,8 @@ const struct hpr_os_ops hpr__os_real = {
 	.mbind = os_mbind,
 	.touch = hpr__os_touch,
 	.fstat = os_fstat,
+	.fd_flags = os_fd_flags,
+	.fdatasync = os_fdatasync,
 	.realpath = os_realpath,
 	.kernel_release = os_kernel_release,
 	.list_dir = os_list_dir,

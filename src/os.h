@@ -88,6 +88,9 @@ struct hpr_os_ops {
 
 	/* ---- queries and kernel text files ---- */
 	int (*fstat)(int fd, struct stat *st);
+	/* the file status flags of an open fd (F_GETFL: O_ACCMODE, O_APPEND) */
+	int (*fd_flags)(int fd);
+	int (*fdatasync)(int fd);
 	/* realpath(3) into out (len bytes, PATH_MAX is enough) */
 	int (*realpath)(const char *path, char *out, size_t len);
 	/* the kernel release (uname -r) into buf, NUL-terminated */

@@ -627,7 +627,7 @@ static int zero_page(hpr_region *r, size_t idx, bool locked)
  * fails too. */
 static void truncate_quiet(int fd)
 {
-	if (ftruncate(fd, 0))
+	if (hpr__os->ftruncate(fd, 0))
 		return;
 }
 
@@ -642,7 +642,8 @@ static uint64_t layout_data_off(size_t npages, size_t page_size)
 /* Check fd for save (write) or load (read); fills *st. */
 static int check_fd(const char *fn, int fd, bool write, struct stat *st)
 {
-	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	int fl = fd < 0 ? -1 : hpr__os->fd_flags(fd);
+	int rc;
 
 	if (fl < 0)
 		return hpr__fail(-EBADF, "%s: fd %d is not an open file descriptor", fn, fd);
@@ -653,8 +654,9 @@ static int check_fd(const char *fn, int fd, bool write, struct stat *st)
 	if (write && (fl & O_APPEND))
 		return hpr__fail(-EINVAL, "%s: fd %d is O_APPEND: positioned writes would "
 					  "land at the end; open it without O_APPEND", fn, fd);
-	if (fstat(fd, st))
-		return hpr__fail(-errno, "%s: fstat(fd %d): %s", fn, fd, strerror(errno));
+	rc = hpr__os->fstat(fd, st);
+	if (rc)
+		return hpr__fail(rc, "%s: fstat(fd %d): %s", fn, fd, strerror(-rc));
 	if (!S_ISREG(st->st_mode))
 		return hpr__fail(-EINVAL, "%s: fd %d is not a regular file: snapshots are "
 					  "sparse files with holes; use a file on a local file "
@@ -668,7 +670,7 @@ static bool fs_is_tmpfs(int fd)
 {
 	struct statfs sf;
 
-	return fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+	return hpr__os->fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
 }
 
 /* The data descriptor: an O_DIRECT reopen where the file system takes it
@@ -681,12 +683,14 @@ static int open_data_fd(int fd, bool write, unsigned flags)
 	if (flags & HPR_SNAP_NO_DIRECT)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	dfd = open(path, (write ? O_WRONLY : O_RDONLY) | O_DIRECT | O_CLOEXEC);
+	dfd = hpr__os->openat(AT_FDCWD, path, (write ? O_WRONLY : O_RDONLY) | O_DIRECT | O_CLOEXEC,
+			      0);
 	if (dfd >= 0 && fs_is_tmpfs(dfd)) {
-		close(dfd);
+		hpr__os->close(dfd);
 		return -1;
 	}
-	return dfd; /* -1: EINVAL (no O_DIRECT here), no /proc: page cache */
+	/* < 0: EINVAL (no O_DIRECT here), no /proc: page cache */
+	return dfd < 0 ? -1 : dfd;
 }
 
 static int op_init(struct snap_op *op, hpr_region *r, bool save, int fd, unsigned flags)
@@ -775,9 +779,12 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	data_off = layout_data_off(r->npages, r->page_size);
 	file_size = data_off + r->size;
 	/* empty first: an interrupted save leaves no header (it goes last) */
-	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)file_size)) {
-		rc = hpr__fail(-errno, "hpr_save: cannot size the file to %llu bytes: %s",
-			       (unsigned long long)file_size, strerror(errno));
+	rc = hpr__os->ftruncate(fd, 0);
+	if (!rc)
+		rc = hpr__os->ftruncate(fd, (off_t)file_size);
+	if (rc) {
+		rc = hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
+			       (unsigned long long)file_size, strerror(-rc));
 		goto fail;
 	}
 	op.data_off = data_off;
@@ -788,7 +795,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	}
 	rc = op_run(&op, save_page);
 	if (dfd >= 0)
-		close(dfd);
+		hpr__os->close(dfd);
 	if (rc) {
 		rc = hpr__fail(rc, "hpr_save: %s", op.msg);
 		goto fail;
@@ -824,12 +831,12 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	h->hdr_sum = htole64(hpr__xxh64(h, sizeof(*h), 0));
 
 	rc = hpr__os->pwrite_full(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
-	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
-		rc = -errno;
+	if (!rc && (flags & HPR_SNAP_SYNC))
+		rc = hpr__os->fdatasync(fd);
 	if (!rc)
 		rc = hpr__os->pwrite_full(fd, hbuf, sizeof(hbuf), 0);
-	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
-		rc = -errno;
+	if (!rc && (flags & HPR_SNAP_SYNC))
+		rc = hpr__os->fdatasync(fd);
 	if (rc) {
 		rc = hpr__fail(rc, "hpr_save: writing the snapshot's table/header failed: %s",
 			       strerror(-rc));
@@ -1033,7 +1040,7 @@ static int load_room(struct snap_op *op)
 	{
 		struct statfs sf;
 
-		if (fstatfs(r->fd, &sf) || !sf.f_blocks)
+		if (hpr__os->fstatfs(r->fd, &sf) || !sf.f_blocks)
 			return 0;
 		have = (unsigned long long)sf.f_bavail * (unsigned long long)sf.f_bsize;
 	}
@@ -1102,7 +1109,7 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 	}
 	rc = op_run(&op, load_page);
 	if (dfd >= 0)
-		close(dfd);
+		hpr__os->close(dfd);
 
 	if (rc) {
 		/* undo what can be undone: pages that were absent go back to
