@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The OS layer: the only code in hpregion that calls the kernel for memory
- * (mmap, madvise, fallocate, memfd, statfs, mbind, sysfs/procfs reads).
+ * The OS layer: the only code in hpregion that calls the kernel (mappings,
+ * files, sysfs/procfs, pagemap, mincore, NUMA queries, PSI triggers; the
+ * exceptions, snapshot's io_uring data path and the PSI reclaimer's wake-up
+ * pipe, are listed in docs/design.md).
  *
  * Contract, for every hook:
  *  - returns 0 (or a non-negative fd / byte count) on success and a negative
