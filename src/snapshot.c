@@ -460,20 +460,7 @@ static int page_io(struct snap_op *op, size_t idx)
  * written an ABSENT page without hpr_fault_in.) Errors say yes. */
 static bool page_resident(const hpr_region *r, size_t idx)
 {
-	size_t n = r->page_size / 4096;
-	unsigned char small[512], *vec = n <= sizeof(small) ? small : malloc(n);
-	bool any = true;
-
-	if (!vec)
-		return true;
-	if (mincore(r->base + hpr__page_off(r, idx), r->page_size, vec) == 0) {
-		any = false;
-		for (size_t i = 0; i < n && !any; i++)
-			any = vec[i] & 1;
-	}
-	if (vec != small)
-		free(vec);
-	return any;
+	return hpr__os->any_resident(r->base + hpr__page_off(r, idx), r->page_size) != 0;
 }
 
 static bool has_contents(const hpr_region *r, size_t idx)
