@@ -255,6 +255,26 @@ static int os_mbind(void *addr, size_t len, int mode, const unsigned long *mask,
 	return rc ? -errno : 0;
 }
 
+static ssize_t os_pread_some(int fd, void *buf, size_t len, off_t off)
+{
+	ssize_t n;
+
+	do
+		n = pread(fd, buf, len, off);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t os_pwrite_some(int fd, const void *buf, size_t len, off_t off)
+{
+	ssize_t n;
+
+	do
+		n = pwrite(fd, buf, len, off);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
 static int os_fstat(int fd, struct stat *st)
 {
 	return fstat(fd, st) ? -errno : 0;
@@ -504,6 +524,8 @@ const struct hpr_os_ops hpr__os_real = {
 	.psi_trigger = os_psi_trigger,
 	.pread_full = os_pread_full,
 	.pwrite_full = os_pwrite_full,
+	.pread_some = os_pread_some,
+	.pwrite_some = os_pwrite_some,
 	.process_cpus = os_process_cpus,
 	.page_nodes = os_page_nodes,
 };

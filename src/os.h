@@ -2,7 +2,7 @@
 /*
  * The OS layer: the only code in hpregion that calls the kernel (mappings,
  * files, sysfs/procfs, pagemap, mincore, NUMA queries, PSI triggers; the
- * exceptions, snapshot's io_uring data path and the PSI reclaimer's wake-up
+ * exceptions, snapshot's io_uring rings and the PSI reclaimer's wake-up
  * pipe, are listed in docs/design.md).
  *
  * Contract, for every hook:
@@ -127,6 +127,11 @@ struct hpr_os_ops {
 	 * pwrite_full 0 (-EIO when the file takes nothing) */
 	ssize_t (*pread_full)(int fd, void *buf, size_t len, off_t off);
 	int (*pwrite_full)(int fd, const void *buf, size_t len, off_t off);
+	/* one positioned transfer, which may be short (EINTR retried): the
+	 * bytes moved or -errno; for a caller that must see every short
+	 * transfer (snapshot's O_DIRECT end of file) */
+	ssize_t (*pread_some)(int fd, void *buf, size_t len, off_t off);
+	ssize_t (*pwrite_some)(int fd, const void *buf, size_t len, off_t off);
 
 	/* ---- NUMA ---- */
 	/* the process's CPUs (its main thread's affinity, else the calling

@@ -294,13 +294,11 @@ static int sync_page(struct snap_op *op, size_t idx)
 		off_t fo = (off_t)file_off(op, idx, done);
 
 		if (op->save)
-			n = pwrite(op->fd, base + done, r->page_size - done, fo);
+			n = hpr__os->pwrite_some(op->fd, base + done, r->page_size - done, fo);
 		else
-			n = pread(op->fd, base + done, r->page_size - done, fo);
-		if (n < 0 && errno == EINTR)
-			continue;
+			n = hpr__os->pread_some(op->fd, base + done, r->page_size - done, fo);
 		if (n < 0)
-			return io_fail(op, idx, -errno, (uint64_t)fo);
+			return io_fail(op, idx, (int)n, (uint64_t)fo);
 		if (n == 0 && op->save)
 			return op_fail(op, -EIO,
 				       "snapshot write at file offset %#llx: wrote "
