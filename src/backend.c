@@ -31,15 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#ifndef PR_SET_VMA
-#define PR_SET_VMA 0x53564d41
-#define PR_SET_VMA_ANON_NAME 0
-#endif
 #ifndef F_SEAL_SHRINK
 #define F_SEAL_SHRINK 0x0002
 #define F_SEAL_GROW 0x0004
@@ -50,9 +45,6 @@
 
 static _Atomic uint64_t anon_seq;
 static _Atomic unsigned file_seq;
-
-static const char *const shmem_huge_names[] = { "always", "within_size", "advise",
-						"never", "deny", "force" };
 
 /*
  * The directory is opened once (O_PATH) and everything after that works on
@@ -75,8 +67,8 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	m->dirfd = hpr__os->openat(AT_FDCWD, dir, O_PATH | O_CLOEXEC, 0);
 	if (m->dirfd < 0)
 		return hpr__fail(m->dirfd, "path '%s': %s", dir, strerror(-m->dirfd));
-	if (fstat(m->dirfd, &st)) {
-		rc = -errno;
+	rc = hpr__os->fstat(m->dirfd, &st);
+	if (rc) {
 		hpr__mount_release(m);
 		return hpr__fail(rc, "path '%s': %s", dir, strerror(-rc));
 	}
@@ -111,7 +103,8 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	 * point is matched with the path of the directory we hold */
 	m->huge = HPR_SHMEM_NEVER;
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", m->dirfd);
-	if (!realpath(self, real) && !realpath(dir, real))
+	if (hpr__os->realpath(self, real, sizeof(real)) &&
+	    hpr__os->realpath(dir, real, sizeof(real)))
 		snprintf(real, sizeof(real), "%s", dir);
 	/* any length: with a few hundred mounts (Kubernetes nodes, snaps) it
 	 * is past 64 KiB, and a mount past a fixed buffer read as huge=never */
@@ -122,8 +115,8 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 
 		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1) {
 			m->huge = HPR_SHMEM_NEVER;
-			for (int k = 0; k < 6; k++)
-				if (!strcmp(v, shmem_huge_names[k]))
+			for (int k = 0; k < HPR__SHMEM_MODES; k++)
+				if (!strcmp(v, hpr__shmem_mode_names[k]))
 					m->huge = k;
 		}
 		snprintf(m->mnt_point, sizeof(m->mnt_point), "%s", mnt.mnt_point);
@@ -289,9 +282,8 @@ static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
 		char nm[80];
 
 		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
-		/* PR_SET_VMA_ANON_NAME (5.17, CONFIG_ANON_VMA_NAME): best effort */
-		prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)r->base,
-		      r->size, nm);
+		/* 5.17, CONFIG_ANON_VMA_NAME: best effort */
+		hpr__os->name_anon(r->base, r->size, nm);
 	}
 	r->obj_key = (1ULL << 63) | atomic_fetch_add(&anon_seq, 1);
 	return 0;
@@ -361,8 +353,34 @@ static void drop_file(hpr_region *r, const struct hpr__mountcheck *m)
 	}
 }
 
+/* The backing fd of a shmem or hugetlb region into r->fd: a file in the
+ * checked directory m, or without one a memfd "hpr:<name>" created with
+ * mfd_flags (MFD_HUGETLB and its size for hugetlb). */
+static int open_backing(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m,
+			unsigned mfd_flags)
+{
+	char nm[80];
+	int fd;
+
+	if (m) {
+		fd = open_file(r, c, m);
+	} else {
+		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
+		fd = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
+		if (fd < 0)
+			fd = hpr__fail(fd, "memfd_create%s: %s",
+				       mfd_flags & MFD_HUGETLB ? "(MFD_HUGETLB)" : "",
+				       strerror(-fd));
+		r->is_memfd = true;
+	}
+	if (fd < 0)
+		return fd;
+	r->fd = fd;
+	return 0;
+}
+
 /* Map the fd (sized, sealed) and finish a file-backed region. */
-static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
+static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 {
 	uint64_t dev = 0, ino = 0;
 	int rc;
@@ -406,6 +424,16 @@ static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
 	return 0;
 }
 
+/* map_fd; on failure the fd is closed and the file removed. */
+static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
+{
+	int rc = map_fd(r, m);
+
+	if (rc)
+		drop_file(r, m);
+	return rc;
+}
+
 static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 		       const struct hpr__mountcheck *m, bool degrade)
 {
@@ -429,19 +457,15 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 					 "tmpfs at '%s' gives no huge pages (huge= %s, "
 					 "shmem_enabled %s) and MADV_COLLAPSE is %s: remount "
 					 "with -o huge=always or pass HPR_F_FALLBACK",
-					 c->path, shmem_huge_names[m->huge < 6 ? m->huge : 3],
-					 caps->info.shmem_enabled < 6
-						 ? shmem_huge_names[caps->info.shmem_enabled]
-						 : "?",
+					 c->path, hpr__shmem_mode_name(m->huge),
+					 hpr__shmem_mode_name(caps->info.shmem_enabled),
 					 caps->info.have_collapse ? "denied" : "missing (< 6.1)");
 		return hpr__fail(-EOPNOTSUPP,
 				 "a memfd gets no huge pages here (shmem_enabled %s, "
 				 "MADV_COLLAPSE %s): echo advise > "
 				 "/sys/kernel/mm/transparent_hugepage/shmem_enabled, give "
 				 "a path on a tmpfs mounted huge=always, or pass HPR_F_FALLBACK",
-				 caps->info.shmem_enabled < 6
-					 ? shmem_huge_names[caps->info.shmem_enabled]
-					 : "?",
+				 hpr__shmem_mode_name(caps->info.shmem_enabled),
 				 caps->info.have_collapse ? "denied" : "missing (< 6.1)");
 	}
 	r->degraded = degrade && !fault && !coll;
@@ -456,26 +480,8 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 				 c->path, hpr__fmt_size((size_t)m->avail, a, sizeof(a)),
 				 hpr__fmt_size(r->size, s, sizeof(s)));
 	}
-	if (m) {
-		rc = open_file(r, c, m);
-	} else {
-		char nm[80];
-
-		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
-		rc = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (rc < 0)
-			rc = hpr__fail(rc, "memfd_create: %s", strerror(-rc));
-		r->is_memfd = true;
-	}
-	if (rc < 0)
-		return rc;
-	r->fd = rc;
-	rc = map_file(r, m);
-	if (rc) {
-		drop_file(r, m);
-		return rc;
-	}
-	return 0;
+	rc = open_backing(r, c, m, 0);
+	return rc ? rc : map_file(r, m);
 }
 
 static size_t default_hugetlb_size(void)
@@ -586,37 +592,21 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
 				 c->path, hpr__fmt_size((size_t)m->avail, a, sizeof(a)),
 				 hpr__fmt_size(r->size, sz, sizeof(sz)));
 	}
-	if (m) {
-		rc = open_file(r, c, m);
-	} else {
-		char nm[80];
-
-		snprintf(nm, sizeof(nm), "hpr:%s", r->name);
-		rc = hpr__os->memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB |
-						       ((unsigned)__builtin_ctzl(ps) << MFD_HUGE_SHIFT));
-		if (rc < 0)
-			rc = hpr__fail(rc, "memfd_create(MFD_HUGETLB): %s", strerror(-rc));
-		r->is_memfd = true;
-	}
-	if (rc < 0)
+	rc = open_backing(r, c, m, MFD_HUGETLB | ((unsigned)__builtin_ctzl(ps) << MFD_HUGE_SHIFT));
+	if (rc)
 		return rc;
-	r->fd = rc;
 	rc = map_file(r, m);
-	if (rc) {
-		drop_file(r, m);
-		if (rc == -ENOMEM) {
-			char knob[96];
+	if (rc == -ENOMEM) {
+		char knob[96];
 
-			/* the pool shrank between our check and the reservation */
-			return hpr__fail(-ENOMEM,
-					 "the hugetlb pool could not reserve %zu %s "
-					 "pages: raise %s",
-					 r->npages, hpr__fmt_size(ps, sz, sizeof(sz)),
-					 hpr__pool_knob(ps, knob, sizeof(knob)));
-		}
-		return rc;
+		/* the pool shrank between our check and the reservation */
+		return hpr__fail(-ENOMEM,
+				 "the hugetlb pool could not reserve %zu %s "
+				 "pages: raise %s",
+				 r->npages, hpr__fmt_size(ps, sz, sizeof(sz)),
+				 hpr__pool_knob(ps, knob, sizeof(knob)));
 	}
-	return 0;
+	return rc;
 }
 
 static void reset_region(hpr_region *r)

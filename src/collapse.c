@@ -21,27 +21,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* Does the kernel have any of [p, p+len) resident? mincore(2) is a query,
- * not a change to memory, so it is not routed through the OS layer (like
- * the PAGEMAP_SCAN query in fault.c). */
-static bool any_resident(char *p, size_t len)
-{
-	unsigned char vec[512];
-	size_t n = len / 4096, done = 0;
-
-	while (done < n) {
-		size_t k = n - done < sizeof(vec) ? n - done : sizeof(vec);
-
-		if (mincore(p + done * 4096, k * 4096, vec))
-			return true; /* can't tell: let MADV_COLLAPSE decide */
-		for (size_t i = 0; i < k; i++)
-			if (vec[i] & 1)
-				return true;
-		done += k;
-	}
-	return false;
-}
-
 static int collapse_page(hpr_region *r, size_t idx, void *arg)
 {
 	struct hpr__slot *s = hpr__slot_for(r, idx);
@@ -52,7 +31,7 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 	(void)arg;
 	pthread_mutex_lock(&s->mu);
 	st = (uint8_t)hpr__page_settle(r, idx, s, true);
-	if (st == HPR_PS_LAZY || (st == HPR_PS_ABSENT && !any_resident(p, r->page_size))) {
+	if (st == HPR_PS_LAZY || (st == HPR_PS_ABSENT && !hpr__os->any_resident(p, r->page_size))) {
 		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}

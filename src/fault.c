@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -101,10 +100,10 @@ static int pagemap_get(void)
 	pthread_mutex_lock(&pagemap_mu);
 	if (atomic_load(&pagemap_pid) != me) {
 		if (pagemap_fd >= 0)
-			close(pagemap_fd); /* our copy of another mm's fd */
+			hpr__os->close(pagemap_fd); /* our copy of another mm's fd */
 		pagemap_fd = -1;
 		if (hpr__caps()->info.have_pagemap_scan)
-			pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+			pagemap_fd = hpr__os->pagemap_open();
 		atomic_store_explicit(&pagemap_pid, me, memory_order_release);
 	}
 	pthread_mutex_unlock(&pagemap_mu);
@@ -133,7 +132,7 @@ void hpr__fault_atfork(int phase)
 		pthread_cond_init(&slots[i].cv, NULL);
 	}
 	if (pagemap_fd >= 0)
-		close(pagemap_fd);
+		hpr__os->close(pagemap_fd);
 	pagemap_fd = -1;
 	atomic_store(&pagemap_pid, 0);
 }
@@ -164,41 +163,12 @@ void hpr__fault_table_child(hpr_region *r)
 
 int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge)
 {
-	struct hpr__page_region vec[16];
-	struct hpr__pm_scan_arg a;
-	uint64_t start = lo;
-
 	int fd = pagemap_get();
 
 	*present = *huge = 0;
 	if (fd < 0)
 		return -EOPNOTSUPP;
-	while (start < hi) {
-		long n;
-
-		memset(&a, 0, sizeof(a));
-		a.size = sizeof(a);
-		a.start = start;
-		a.end = hi;
-		a.vec = (uintptr_t)vec;
-		a.vec_len = 16;
-		/* present and not the zero page (smaps' Rss leaves it out) */
-		a.category_mask = HPR__PAGE_IS_PRESENT | HPR__PAGE_IS_PFNZERO;
-		a.category_inverted = HPR__PAGE_IS_PFNZERO;
-		a.return_mask = HPR__PAGE_IS_HUGE;
-		n = ioctl(fd, HPR__PAGEMAP_SCAN, &a);
-		if (n < 0)
-			return -errno;
-		for (long i = 0; i < n; i++) {
-			*present += vec[i].end - vec[i].start;
-			if (vec[i].categories & HPR__PAGE_IS_HUGE)
-				*huge += vec[i].end - vec[i].start;
-		}
-		if (a.walk_end <= start)
-			break;
-		start = a.walk_end;
-	}
-	return 0;
+	return hpr__os->pagemap_count(fd, lo, hi, present, huge);
 }
 
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)

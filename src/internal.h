@@ -16,7 +16,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/ioctl.h>
 
 #define HPR_CACHELINE 64
 #define HPR_NODE_WORDS (HPR_MAX_NODES / (8 * sizeof(unsigned long)))
@@ -176,18 +175,6 @@ void hpr__fault_table_child(hpr_region *r);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
-/* PAGEMAP_SCAN (Linux 6.7, uapi linux/fs.h): the one definition. */
-struct hpr__page_region {
-	uint64_t start, end, categories;
-};
-struct hpr__pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted,
-		category_mask, category_anyof_mask, return_mask;
-};
-#define HPR__PAGEMAP_SCAN _IOWR('f', 16, struct hpr__pm_scan_arg)
-#define HPR__PAGE_IS_PRESENT (1ULL << 3)
-#define HPR__PAGE_IS_PFNZERO (1ULL << 5)
-#define HPR__PAGE_IS_HUGE (1ULL << 6)
 /* Bytes of [lo, hi) mapped in this process (present, not the zero page)
  * and, of those, PMD-mapped or hugetlb, counted over exactly that range
  * whatever VMAs it shares. -EOPNOTSUPP without PAGEMAP_SCAN. */

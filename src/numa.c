@@ -171,14 +171,15 @@ int hpr__numa_apply(const struct hpr__numa *n, void *addr, size_t len)
 int hpr__numa_cpus(const struct hpr__numa *n, void *setp)
 {
 	cpu_set_t *set = setp, allowed;
+	int rc;
 
 	CPU_ZERO(set);
 	/* the process's CPUs (its main thread's affinity), not the calling
 	 * thread's: a caller pinned to one CPU must not cram every worker
 	 * onto it */
-	if (sched_getaffinity(getpid(), sizeof(allowed), &allowed) &&
-	    sched_getaffinity(0, sizeof(allowed), &allowed))
-		return -errno;
+	rc = hpr__os->process_cpus(&allowed, sizeof(allowed));
+	if (rc)
+		return rc;
 	pthread_once(&numa_once, numa_init);
 	if (!n->active || !numa_ok) {
 		*set = allowed;
@@ -225,12 +226,8 @@ int hpr__numa_residency(void *base, size_t size, size_t page_size,
 	}
 	for (size_t i = 0; i < n; i++)
 		pages[i] = (char *)base + i * page_size;
-	/* nodes == NULL: query only, nothing moves */
-	rc = move_pages(0, n, pages, NULL, status, 0);
-	if (rc < 0) {
-		rc = -errno;
-	} else {
-		rc = 0;
+	rc = hpr__os->page_nodes(pages, n, status);
+	if (!rc) {
 		for (size_t i = 0; i < n; i++)
 			if (status[i] >= 0 && status[i] < HPR_MAX_NODES)
 				node_bytes[status[i]] += page_size;

@@ -3,15 +3,44 @@
 #define _GNU_SOURCE
 #include "os.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <numaif.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
+
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41 /* Linux 5.17 */
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+
+#ifndef PAGEMAP_SCAN
+/* PAGEMAP_SCAN (Linux 6.7, fs/proc/task_mmu.c) for older uapi headers:
+ * the layout and numbers of linux/fs.h */
+struct page_region {
+	__u64 start, end, categories;
+};
+struct pm_scan_arg {
+	__u64 size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted,
+		category_mask, category_anyof_mask, return_mask;
+};
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_PFNZERO (1 << 5)
+#define PAGE_IS_HUGE (1 << 6)
+#endif
 
 static int os_mmap(void *addr, size_t len, int prot, int flags, int fd,
 		   off_t off, void **out)
@@ -117,23 +146,52 @@ static int os_stat_dev_ino(const char *path, int fd, uint64_t *dev,
 	return 0;
 }
 
-/* Read fd until EOF or len bytes (retrying EINTR); bytes read or -errno. */
-static ssize_t read_fully(int fd, char *buf, size_t len)
+/* Move all len bytes at file offset off, or at the file position when off
+ * is negative, retrying EINTR and short transfers. Returns the bytes moved
+ * (fewer only when a read meets the end of the file), -EIO when a write
+ * moves nothing, or -errno. */
+static ssize_t io_full(int fd, void *buf, size_t len, off_t off, bool wr)
 {
-	size_t got = 0;
+	size_t done = 0;
 
-	while (got < len) {
-		ssize_t n = read(fd, buf + got, len - got);
+	while (done < len) {
+		char *p = (char *)buf + done;
+		off_t at = off + (off_t)done;
+		ssize_t n;
 
+		if (wr)
+			n = off < 0 ? write(fd, p, len - done) : pwrite(fd, p, len - done, at);
+		else
+			n = off < 0 ? read(fd, p, len - done) : pread(fd, p, len - done, at);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
+		if (n == 0 && wr)
+			return -EIO;
 		if (n == 0)
 			break;
-		got += (size_t)n;
+		done += (size_t)n;
 	}
-	return (ssize_t)got;
+	return (ssize_t)done;
+}
+
+/* Read fd until EOF or len bytes; bytes read or -errno. */
+static ssize_t read_fully(int fd, char *buf, size_t len)
+{
+	return io_full(fd, buf, len, -1, false);
+}
+
+static ssize_t os_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	return io_full(fd, buf, len, off, false);
+}
+
+static int os_pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	ssize_t n = io_full(fd, (void *)buf, len, off, true);
+
+	return n < 0 ? (int)n : 0;
 }
 
 static ssize_t os_read_file(const char *path, char *buf, size_t len)
@@ -197,6 +255,224 @@ static int os_mbind(void *addr, size_t len, int mode, const unsigned long *mask,
 	return rc ? -errno : 0;
 }
 
+static ssize_t os_pread_some(int fd, void *buf, size_t len, off_t off)
+{
+	ssize_t n;
+
+	do
+		n = pread(fd, buf, len, off);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t os_pwrite_some(int fd, const void *buf, size_t len, off_t off)
+{
+	ssize_t n;
+
+	do
+		n = pwrite(fd, buf, len, off);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static int os_fstat(int fd, struct stat *st)
+{
+	return fstat(fd, st) ? -errno : 0;
+}
+
+static int os_fd_flags(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 ? -errno : fl;
+}
+
+static int os_fdatasync(int fd)
+{
+	return fdatasync(fd) ? -errno : 0;
+}
+
+static int os_realpath(const char *path, char *out, size_t len)
+{
+	char *p = realpath(path, NULL);
+	size_t n;
+
+	if (!p)
+		return -errno;
+	n = strlen(p);
+	if (n >= len) {
+		free(p);
+		return -ENAMETOOLONG;
+	}
+	memcpy(out, p, n + 1);
+	free(p);
+	return 0;
+}
+
+static int os_kernel_release(char *buf, size_t len)
+{
+	struct utsname u;
+
+	if (uname(&u))
+		return -errno;
+	snprintf(buf, len, "%s", u.release);
+	return 0;
+}
+
+static int os_list_dir(const char *path, int (*fn)(void *arg, const char *name), void *arg)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && fn(arg, de->d_name))
+			break;
+	closedir(d);
+	return 0;
+}
+
+static int os_read_lines(const char *path, void (*fn)(void *arg, const char *line, size_t len),
+			 void *arg)
+{
+	size_t cap = 1 << 16, have = 0;
+	char *buf;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + have, cap - have);
+		size_t s = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0) {
+			if (have)
+				fn(arg, buf, have);
+			break;
+		}
+		have += (size_t)n;
+		for (size_t i = 0; i < have; i++) {
+			if (buf[i] == '\n') {
+				fn(arg, buf + s, i - s);
+				s = i + 1;
+			}
+		}
+		memmove(buf, buf + s, have - s);
+		have -= s;
+		if (have == cap) /* absurd line: drop it */
+			have = 0;
+	}
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+static int os_name_anon(void *addr, size_t len, const char *name)
+{
+	int rc = prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)addr, len, name);
+
+	return rc ? -errno : 0;
+}
+
+static int os_any_resident(void *addr, size_t len)
+{
+	unsigned char vec[512];
+	size_t n = len / 4096, done = 0;
+
+	while (done < n) {
+		size_t k = n - done < sizeof(vec) ? n - done : sizeof(vec);
+
+		if (mincore((char *)addr + done * 4096, k * 4096, vec))
+			return -errno;
+		for (size_t i = 0; i < k; i++)
+			if (vec[i] & 1)
+				return 1;
+		done += k;
+	}
+	return 0;
+}
+
+static int os_pagemap_open(void)
+{
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	/* ENOTTY before 6.7; EINVAL for this deliberately empty argument
+	 * on newer kernels */
+	if (ioctl(fd, PAGEMAP_SCAN, NULL) >= 0 || errno == ENOTTY) {
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	return fd;
+}
+
+static int os_pagemap_count(int fd, uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge)
+{
+	struct page_region vec[16];
+	struct pm_scan_arg a;
+	uint64_t start = lo;
+
+	*present = *huge = 0;
+	while (start < hi) {
+		long n;
+
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.start = start;
+		a.end = hi;
+		a.vec = (uintptr_t)vec;
+		a.vec_len = 16;
+		/* present and not the zero page (smaps' Rss leaves it out) */
+		a.category_mask = PAGE_IS_PRESENT | PAGE_IS_PFNZERO;
+		a.category_inverted = PAGE_IS_PFNZERO;
+		a.return_mask = PAGE_IS_HUGE;
+		n = ioctl(fd, PAGEMAP_SCAN, &a);
+		if (n < 0)
+			return -errno;
+		for (long i = 0; i < n; i++) {
+			*present += vec[i].end - vec[i].start;
+			if (vec[i].categories & PAGE_IS_HUGE)
+				*huge += vec[i].end - vec[i].start;
+		}
+		if (a.walk_end <= start)
+			break;
+		start = a.walk_end;
+	}
+	return 0;
+}
+
+static int os_psi_trigger(int fd, const char *trigger)
+{
+	return write(fd, trigger, strlen(trigger) + 1) < 0 ? -errno : 0;
+}
+
+static int os_process_cpus(void *set, size_t setsize)
+{
+	if (sched_getaffinity(getpid(), setsize, set) && sched_getaffinity(0, setsize, set))
+		return -errno;
+	return 0;
+}
+
+static int os_page_nodes(void **pages, size_t n, int *status)
+{
+	/* nodes == NULL: query only, nothing moves */
+	return move_pages(0, n, pages, NULL, status, 0) < 0 ? -errno : 0;
+}
+
 long hpr__os_map_count(void)
 {
 	char buf[4096];
@@ -234,6 +510,24 @@ const struct hpr_os_ops hpr__os_real = {
 	.read_all = os_read_all,
 	.mbind = os_mbind,
 	.touch = hpr__os_touch,
+	.fstat = os_fstat,
+	.fd_flags = os_fd_flags,
+	.fdatasync = os_fdatasync,
+	.realpath = os_realpath,
+	.kernel_release = os_kernel_release,
+	.list_dir = os_list_dir,
+	.read_lines = os_read_lines,
+	.name_anon = os_name_anon,
+	.any_resident = os_any_resident,
+	.pagemap_open = os_pagemap_open,
+	.pagemap_count = os_pagemap_count,
+	.psi_trigger = os_psi_trigger,
+	.pread_full = os_pread_full,
+	.pwrite_full = os_pwrite_full,
+	.pread_some = os_pread_some,
+	.pwrite_some = os_pwrite_some,
+	.process_cpus = os_process_cpus,
+	.page_nodes = os_page_nodes,
 };
 
 const struct hpr_os_ops *hpr__os = &hpr__os_real;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The OS layer: the only code in hpregion that calls the kernel for memory
- * (mmap, madvise, fallocate, memfd, statfs, mbind, sysfs/procfs reads).
+ * The OS layer: the only code in hpregion that calls the kernel (mappings,
+ * files, sysfs/procfs, pagemap, mincore, NUMA queries, PSI triggers; the
+ * exceptions, snapshot's io_uring rings and the PSI reclaimer's wake-up
+ * pipe, are listed in docs/design.md).
  *
  * Contract, for every hook:
  *  - returns 0 (or a non-negative fd / byte count) on success and a negative
@@ -20,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
 
@@ -84,6 +87,59 @@ struct hpr_os_ops {
 	 * kernel lacks MADV_POPULATE_WRITE (before 5.14). Returns -EFAULT if
 	 * a SIGBUS hit the touch (pool or mount out of pages). */
 	int (*touch)(void *addr, size_t len, size_t step);
+
+	/* ---- queries and kernel text files ---- */
+	int (*fstat)(int fd, struct stat *st);
+	/* the file status flags of an open fd (F_GETFL: O_ACCMODE, O_APPEND) */
+	int (*fd_flags)(int fd);
+	int (*fdatasync)(int fd);
+	/* realpath(3) into out (len bytes, PATH_MAX is enough) */
+	int (*realpath)(const char *path, char *out, size_t len);
+	/* the kernel release (uname -r) into buf, NUL-terminated */
+	int (*kernel_release)(char *buf, size_t len);
+	/* call fn(arg, name) for each entry of a directory (sysfs), "." and
+	 * ".." left out; a non-zero return from fn stops the walk */
+	int (*list_dir)(const char *path, int (*fn)(void *arg, const char *name), void *arg);
+	/* stream a kernel text file of any length (smaps) line by line
+	 * without holding it whole: fn(arg, line, len) without the newline;
+	 * a line longer than 64 KiB is dropped */
+	int (*read_lines)(const char *path, void (*fn)(void *arg, const char *line, size_t len),
+			  void *arg);
+	/* name an anonymous mapping in /proc/PID/maps ("[anon:name]",
+	 * PR_SET_VMA_ANON_NAME, 5.17, CONFIG_ANON_VMA_NAME) */
+	int (*name_anon)(void *addr, size_t len, const char *name);
+	/* does the kernel have any 4 KiB page of [addr, addr+len) resident
+	 * (mincore)? 1 yes, 0 no, negative errno */
+	int (*any_resident)(void *addr, size_t len);
+	/* /proc/self/pagemap of this process, for pagemap_count: an fd, or
+	 * -EOPNOTSUPP where the kernel has no PAGEMAP_SCAN (before 6.7).
+	 * The fd reads the mm of the process that opened it (not a forked
+	 * child's) */
+	int (*pagemap_open)(void);
+	/* bytes of [lo, hi) present (not the zero page) and, of those,
+	 * PMD-mapped or hugetlb, by PAGEMAP_SCAN on a pagemap_open fd */
+	int (*pagemap_count)(int fd, uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge);
+	/* arm a PSI trigger ("some <stall us> <window us>") on an open
+	 * pressure file (O_RDWR | O_NONBLOCK); it fires POLLPRI */
+	int (*psi_trigger)(int fd, const char *trigger);
+	/* positioned I/O of all len bytes, retrying short transfers and
+	 * EINTR, at off >= 0: pread_full returns the bytes read (fewer at end of file),
+	 * pwrite_full 0 (-EIO when the file takes nothing) */
+	ssize_t (*pread_full)(int fd, void *buf, size_t len, off_t off);
+	int (*pwrite_full)(int fd, const void *buf, size_t len, off_t off);
+	/* one positioned transfer, which may be short (EINTR retried): the
+	 * bytes moved or -errno; for a caller that must see every short
+	 * transfer (snapshot's O_DIRECT end of file) */
+	ssize_t (*pread_some)(int fd, void *buf, size_t len, off_t off);
+	ssize_t (*pwrite_some)(int fd, const void *buf, size_t len, off_t off);
+
+	/* ---- NUMA ---- */
+	/* the process's CPUs (its main thread's affinity, else the calling
+	 * thread's) into a cpu_set_t of setsize bytes */
+	int (*process_cpus)(void *set, size_t setsize);
+	/* the node of each of n pages (move_pages(2) as a query: nothing
+	 * moves); status[i] is a node or a negative errno per page */
+	int (*page_nodes)(void **pages, size_t n, int *status);
 };
 
 /* The hooks in force. Never NULL. */

@@ -11,6 +11,14 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+const char *const hpr__shmem_mode_names[HPR__SHMEM_MODES] = { "always", "within_size", "advise",
+							      "never",	"deny",	       "force" };
+
+const char *hpr__shmem_mode_name(int mode)
+{
+	return mode >= 0 && mode < HPR__SHMEM_MODES ? hpr__shmem_mode_names[mode] : "?";
+}
+
 int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names, int nnames)
 {
 	size_t i = 0;

@@ -16,6 +16,12 @@
 /* "always [madvise] never" -> index of the bracketed word in names[], by
  * exact match; -EINVAL if none is bracketed or the word is unknown. */
 int hpr__parse_sysfs_mode(const char *buf, size_t len, const char *const *names, int nnames);
+/* The shmem huge modes as shmem_enabled and tmpfs huge= spell them, indexed
+ * by HPR_SHMEM_* (hpregion.h): the one table. */
+#define HPR__SHMEM_MODES 6
+extern const char *const hpr__shmem_mode_names[HPR__SHMEM_MODES];
+/* Its name for mode, "?" outside the table (HPR_SHMEM_UNKNOWN). */
+const char *hpr__shmem_mode_name(int mode);
 /* First unsigned decimal in buf ("123\n"); -EINVAL if none. */
 int hpr__parse_ulong(const char *buf, size_t len, unsigned long *out);
 

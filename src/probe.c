@@ -8,25 +8,17 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #define THP_DIR "/sys/kernel/mm/transparent_hugepage"
 #define HTLB_DIR "/sys/kernel/mm/hugepages"
 
 static const char *const thp_names[] = { "always", "madvise", "never", "defer",
 					 "defer+madvise" };
-static const char *const shmem_names[] = { "always", "within_size", "advise",
-					   "never", "deny", "force" };
 
 static struct hpr__caps caps;
 static pthread_mutex_t caps_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -218,39 +210,26 @@ long long hpr__hugetlb_cgroup_room(size_t page_size)
 
 static void probe_features(struct hpr_probe_info *in)
 {
-	struct utsname u;
+	char rel[128];
 	void *p = NULL;
+	int fd;
 
-	if (!uname(&u))
-		sscanf(u.release, "%d.%d", &in->kernel_major, &in->kernel_minor);
+	if (!hpr__os->kernel_release(rel, sizeof(rel)))
+		sscanf(rel, "%d.%d", &in->kernel_major, &in->kernel_minor);
 	/* madvise() checks the advice before the length, so a zero-length
 	 * call tells whether the kernel knows the advice without side effects. */
 	if (!hpr__os->mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p)) {
 		in->have_populate = hpr__os->madvise(p, 0, MADV_POPULATE_WRITE) == 0;
 		in->have_collapse = hpr__os->madvise(p, 0, MADV_COLLAPSE) == 0;
-#ifndef PR_SET_VMA
-#define PR_SET_VMA 0x53564d41
-#define PR_SET_VMA_ANON_NAME 0
-#endif
-		in->have_anon_vma_name =
-			prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p,
-			      4096UL, "hpr:probe") == 0;
+		in->have_anon_vma_name = hpr__os->name_anon(p, 4096, "hpr:probe") == 0;
 		hpr__os->munmap(p, 4096);
 	}
-	in->have_pagemap_scan = false;
-	{
-		/* PAGEMAP_SCAN (6.7): ENOTTY on older kernels, EINVAL for our
-		 * deliberately empty argument on newer ones. */
-		int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			int rc = ioctl(fd, HPR__PAGEMAP_SCAN, NULL);
-
-			in->have_pagemap_scan = rc < 0 && errno != ENOTTY;
-			close(fd);
-		}
-	}
+	/* PAGEMAP_SCAN (6.7) */
+	fd = hpr__os->pagemap_open();
+	in->have_pagemap_scan = fd >= 0;
+	if (fd >= 0)
+		hpr__os->close(fd);
 	{
 		char buf[128];
 
@@ -259,17 +238,29 @@ static void probe_features(struct hpr_probe_info *in)
 	}
 }
 
+/* A hugepages-<kB>kB entry of HTLB_DIR: one more hugetlb size (at most 4). */
+static int add_hugetlb_size(void *arg, const char *name)
+{
+	struct hpr_probe_info *in = arg;
+	unsigned long kb;
+
+	if (strncmp(name, "hugepages-", 10) || hpr__parse_ulong(name + 10, strlen(name + 10), &kb))
+		return 0;
+	if (in->nr_hugetlb_sizes >= 4)
+		return 1;
+	in->hugetlb[in->nr_hugetlb_sizes++].page_size = (size_t)kb << 10;
+	return 0;
+}
+
 static void probe_all(struct hpr__caps *c)
 {
 	struct hpr_probe_info *in = &c->info;
-	DIR *d;
-	struct dirent *de;
 	unsigned long v;
 
 	memset(c, 0, sizeof(*c));
 	in->thp_enabled = read_mode(THP_DIR "/enabled", thp_names, 3, HPR_THP_UNKNOWN);
 	in->thp_defrag = read_mode(THP_DIR "/defrag", thp_names, 5, HPR_THP_UNKNOWN);
-	in->shmem_enabled = read_mode(THP_DIR "/shmem_enabled", shmem_names, 6,
+	in->shmem_enabled = read_mode(THP_DIR "/shmem_enabled", hpr__shmem_mode_names, HPR__SHMEM_MODES,
 				      HPR_SHMEM_UNKNOWN);
 	if (!read_ul(THP_DIR "/hpage_pmd_size", &v))
 		in->thp_pmd_size = v;
@@ -279,21 +270,7 @@ static void probe_all(struct hpr__caps *c)
 	in->nr_nodes = (unsigned)hpr__numa_node_max() + 1;
 	if (in->nr_nodes > HPR_MAX_NODES)
 		in->nr_nodes = HPR_MAX_NODES;
-	d = opendir(HTLB_DIR);
-	while (d && (de = readdir(d))) {
-		unsigned long kb;
-		unsigned k;
-
-		if (strncmp(de->d_name, "hugepages-", 10) ||
-		    hpr__parse_ulong(de->d_name + 10, strlen(de->d_name + 10), &kb))
-			continue;
-		if (in->nr_hugetlb_sizes >= 4)
-			break;
-		k = in->nr_hugetlb_sizes++;
-		in->hugetlb[k].page_size = (size_t)kb << 10;
-	}
-	if (d)
-		closedir(d);
+	hpr__os->list_dir(HTLB_DIR, add_hugetlb_size, in);
 	/* ascending page size */
 	for (unsigned i = 0; i < in->nr_hugetlb_sizes; i++)
 		for (unsigned j = i + 1; j < in->nr_hugetlb_sizes; j++)

@@ -184,6 +184,30 @@ static void fork_track(hpr_region *r)
 	hpr__fork_unlock();
 }
 
+/* The one teardown, of a region in any state hpr_create leaves it in:
+ * each step undoes only what was set up (a failed backend leaves no
+ * mapping, fd or file; the pool and the reclaimer stop only if started).
+ * Returns the unmap's result. */
+static int region_free(hpr_region *r)
+{
+	int rc;
+
+	hpr__pool_destroy(r);
+	hpr__release_destroy(r);
+	if (r->locked)
+		hpr__os->munlock(r->base, r->size);
+	rc = hpr__backend_destroy(r);
+	if (r->partial)
+		for (size_t i = 0; i < r->npages; i++)
+			free(atomic_load(&r->partial[i]));
+	free(r->partial);
+	free(r->state);
+	pthread_mutex_destroy(&r->partial_mu);
+	pthread_mutex_destroy(&r->rel_mu);
+	free(r);
+	return rc;
+}
+
 int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 {
 	char why[HPR__ERR_MSG];
@@ -216,12 +240,12 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 
 	rc = hpr__numa_setup(&r->numa, c.numa_policy, c.numa_nodes);
 	if (rc)
-		goto fail_early;
+		goto fail;
 	r->nworkers = c.workers ? c.workers : default_workers(r);
 
 	rc = hpr__backend_create(r, &c);
 	if (rc)
-		goto fail_early;
+		goto fail;
 
 	r->state = calloc(r->npages, sizeof(*r->state));
 	r->partial = calloc(r->npages, sizeof(*r->partial));
@@ -273,48 +297,19 @@ fail:
 	 * thread's detail: keep the failure's */
 	hpr__err_save(rc, why, sizeof(why));
 	r->flags &= ~HPR_F_KEEP_FILE; /* a failed create leaves no file */
-	hpr__pool_destroy(r);
-	hpr__release_destroy(r);
-	hpr__backend_destroy(r);
-	free(r->state);
-	free(r->partial);
-	pthread_mutex_destroy(&r->partial_mu);
-	pthread_mutex_destroy(&r->rel_mu);
-	free(r);
-	return hpr__err_adopt(rc, why);
-fail_early:
-	hpr__err_save(rc, why, sizeof(why));
-	hpr__pool_destroy(r);
-	pthread_mutex_destroy(&r->partial_mu);
-	pthread_mutex_destroy(&r->rel_mu);
-	free(r);
+	region_free(r);
 	return hpr__err_adopt(rc, why);
 }
 
 int hpr_destroy(hpr_region *r)
 {
-	int rc;
-
 	hpr__err_clear();
 	if (!r)
 		return 0;
 	hpr__fork_lock();
 	hpr__fork_handle_del(&r->fork);
 	hpr__fork_unlock();
-	hpr__pool_destroy(r);
-	hpr__release_destroy(r);
-	if (r->locked)
-		hpr__os->munlock(r->base, r->size);
-	rc = hpr__backend_destroy(r);
-	if (r->partial)
-		for (size_t i = 0; i < r->npages; i++)
-			free(atomic_load(&r->partial[i]));
-	free(r->partial);
-	free(r->state);
-	pthread_mutex_destroy(&r->partial_mu);
-	pthread_mutex_destroy(&r->rel_mu);
-	free(r);
-	return rc;
+	return region_free(r);
 }
 
 void *hpr_base(const hpr_region *r)

@@ -620,7 +620,7 @@ static int psi_arm(hpr_region *r, int *out)
 {
 	char trig[64], path[512], tried[1200];
 	int fd = open_pressure(path, sizeof(path), tried, sizeof(tried));
-	bool ok;
+	int err;
 
 	if (fd < 0)
 		return hpr__fail(fd == -EACCES || fd == -EPERM ? fd : -EOPNOTSUPP,
@@ -631,17 +631,17 @@ static int psi_arm(hpr_region *r, int *out)
 				 "HPR_F_PSI_RECLAIM and call hpr_reclaim() yourself",
 				 tried);
 	snprintf(trig, sizeof(trig), "some %u 1000000", r->psi_stall_us);
-	ok = write(fd, trig, strlen(trig) + 1) >= 0;
-	if (!ok && errno == EINVAL) {
+	err = hpr__os->psi_trigger(fd, trig);
+	if (err == -EINVAL) {
 		/* Linux 6.5+: without CAP_SYS_RESOURCE the window must be a
 		 * multiple of 2 s; keep the same share of stall over 2 s */
 		unsigned long long us = 2ULL * r->psi_stall_us;
 
 		snprintf(trig, sizeof(trig), "some %llu 2000000", us < 2000000 ? us : 1999999);
-		ok = write(fd, trig, strlen(trig) + 1) >= 0;
+		err = hpr__os->psi_trigger(fd, trig);
 	}
-	if (!ok) {
-		int e = errno;
+	if (err) {
+		int e = -err;
 
 		hpr__os->close(fd);
 		return hpr__fail(e == EACCES || e == EPERM ? -e : -EOPNOTSUPP,

@@ -294,13 +294,11 @@ static int sync_page(struct snap_op *op, size_t idx)
 		off_t fo = (off_t)file_off(op, idx, done);
 
 		if (op->save)
-			n = pwrite(op->fd, base + done, r->page_size - done, fo);
+			n = hpr__os->pwrite_some(op->fd, base + done, r->page_size - done, fo);
 		else
-			n = pread(op->fd, base + done, r->page_size - done, fo);
-		if (n < 0 && errno == EINTR)
-			continue;
+			n = hpr__os->pread_some(op->fd, base + done, r->page_size - done, fo);
 		if (n < 0)
-			return io_fail(op, idx, -errno, (uint64_t)fo);
+			return io_fail(op, idx, (int)n, (uint64_t)fo);
 		if (n == 0 && op->save)
 			return op_fail(op, -EIO,
 				       "snapshot write at file offset %#llx: wrote "
@@ -460,20 +458,7 @@ static int page_io(struct snap_op *op, size_t idx)
  * written an ABSENT page without hpr_fault_in.) Errors say yes. */
 static bool page_resident(const hpr_region *r, size_t idx)
 {
-	size_t n = r->page_size / 4096;
-	unsigned char small[512], *vec = n <= sizeof(small) ? small : malloc(n);
-	bool any = true;
-
-	if (!vec)
-		return true;
-	if (mincore(r->base + hpr__page_off(r, idx), r->page_size, vec) == 0) {
-		any = false;
-		for (size_t i = 0; i < n && !any; i++)
-			any = vec[i] & 1;
-	}
-	if (vec != small)
-		free(vec);
-	return any;
+	return hpr__os->any_resident(r->base + hpr__page_off(r, idx), r->page_size) != 0;
 }
 
 static bool has_contents(const hpr_region *r, size_t idx)
@@ -627,45 +612,8 @@ static int zero_page(hpr_region *r, size_t idx, bool locked)
  * fails too. */
 static void truncate_quiet(int fd)
 {
-	if (ftruncate(fd, 0))
+	if (hpr__os->ftruncate(fd, 0))
 		return;
-}
-
-static int pread_all(int fd, void *buf, size_t len, off_t off, size_t *got)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	*got = done;
-	return 0;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		done += (size_t)n;
-	}
-	return 0;
 }
 
 static uint64_t layout_data_off(size_t npages, size_t page_size)
@@ -679,7 +627,8 @@ static uint64_t layout_data_off(size_t npages, size_t page_size)
 /* Check fd for save (write) or load (read); fills *st. */
 static int check_fd(const char *fn, int fd, bool write, struct stat *st)
 {
-	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	int fl = fd < 0 ? -1 : hpr__os->fd_flags(fd);
+	int rc;
 
 	if (fl < 0)
 		return hpr__fail(-EBADF, "%s: fd %d is not an open file descriptor", fn, fd);
@@ -690,8 +639,9 @@ static int check_fd(const char *fn, int fd, bool write, struct stat *st)
 	if (write && (fl & O_APPEND))
 		return hpr__fail(-EINVAL, "%s: fd %d is O_APPEND: positioned writes would "
 					  "land at the end; open it without O_APPEND", fn, fd);
-	if (fstat(fd, st))
-		return hpr__fail(-errno, "%s: fstat(fd %d): %s", fn, fd, strerror(errno));
+	rc = hpr__os->fstat(fd, st);
+	if (rc)
+		return hpr__fail(rc, "%s: fstat(fd %d): %s", fn, fd, strerror(-rc));
 	if (!S_ISREG(st->st_mode))
 		return hpr__fail(-EINVAL, "%s: fd %d is not a regular file: snapshots are "
 					  "sparse files with holes; use a file on a local file "
@@ -705,7 +655,7 @@ static bool fs_is_tmpfs(int fd)
 {
 	struct statfs sf;
 
-	return fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+	return hpr__os->fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
 }
 
 /* The data descriptor: an O_DIRECT reopen where the file system takes it
@@ -718,12 +668,14 @@ static int open_data_fd(int fd, bool write, unsigned flags)
 	if (flags & HPR_SNAP_NO_DIRECT)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	dfd = open(path, (write ? O_WRONLY : O_RDONLY) | O_DIRECT | O_CLOEXEC);
+	dfd = hpr__os->openat(AT_FDCWD, path, (write ? O_WRONLY : O_RDONLY) | O_DIRECT | O_CLOEXEC,
+			      0);
 	if (dfd >= 0 && fs_is_tmpfs(dfd)) {
-		close(dfd);
+		hpr__os->close(dfd);
 		return -1;
 	}
-	return dfd; /* -1: EINVAL (no O_DIRECT here), no /proc: page cache */
+	/* < 0: EINVAL (no O_DIRECT here), no /proc: page cache */
+	return dfd < 0 ? -1 : dfd;
 }
 
 static int op_init(struct snap_op *op, hpr_region *r, bool save, int fd, unsigned flags)
@@ -812,9 +764,12 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	data_off = layout_data_off(r->npages, r->page_size);
 	file_size = data_off + r->size;
 	/* empty first: an interrupted save leaves no header (it goes last) */
-	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)file_size)) {
-		rc = hpr__fail(-errno, "hpr_save: cannot size the file to %llu bytes: %s",
-			       (unsigned long long)file_size, strerror(errno));
+	rc = hpr__os->ftruncate(fd, 0);
+	if (!rc)
+		rc = hpr__os->ftruncate(fd, (off_t)file_size);
+	if (rc) {
+		rc = hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
+			       (unsigned long long)file_size, strerror(-rc));
 		goto fail;
 	}
 	op.data_off = data_off;
@@ -825,7 +780,7 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	}
 	rc = op_run(&op, save_page);
 	if (dfd >= 0)
-		close(dfd);
+		hpr__os->close(dfd);
 	if (rc) {
 		rc = hpr__fail(rc, "hpr_save: %s", op.msg);
 		goto fail;
@@ -860,13 +815,13 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	h->hdr_sum = 0;
 	h->hdr_sum = htole64(hpr__xxh64(h, sizeof(*h), 0));
 
-	rc = pwrite_all(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
-	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
-		rc = -errno;
+	rc = hpr__os->pwrite_full(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
+	if (!rc && (flags & HPR_SNAP_SYNC))
+		rc = hpr__os->fdatasync(fd);
 	if (!rc)
-		rc = pwrite_all(fd, hbuf, sizeof(hbuf), 0);
-	if (!rc && (flags & HPR_SNAP_SYNC) && fdatasync(fd))
-		rc = -errno;
+		rc = hpr__os->pwrite_full(fd, hbuf, sizeof(hbuf), 0);
+	if (!rc && (flags & HPR_SNAP_SYNC))
+		rc = hpr__os->fdatasync(fd);
 	if (rc) {
 		rc = hpr__fail(rc, "hpr_save: writing the snapshot's table/header failed: %s",
 			       strerror(-rc));
@@ -889,12 +844,13 @@ static int load_header(hpr_region *r, int fd, const struct stat *st, uint64_t *d
 {
 	char buf[HPR__SNAP_HDR_SIZE], ps[32], ps2[32];
 	struct hpr__snap_hdr h;
-	size_t got = 0;
+	ssize_t n = hpr__os->pread_full(fd, buf, sizeof(buf), 0);
+	size_t got = n < 0 ? 0 : (size_t)n;
 	uint64_t sum, want_off;
-	int rc = pread_all(fd, buf, sizeof(buf), 0, &got);
 
-	if (rc)
-		return hpr__fail(rc, "hpr_load: reading the header failed: %s", strerror(-rc));
+	if (n < 0)
+		return hpr__fail((int)n, "hpr_load: reading the header failed: %s",
+				 strerror((int)-n));
 	if (got < 8 || memcmp(buf, HPR__SNAP_MAGIC, 8)) {
 		bool zero = got >= 8 && is_zero(buf, got & ~(size_t)511);
 
@@ -954,15 +910,18 @@ static int load_table(struct snap_op *op, int fd, uint64_t table_sum, uint64_t p
 	size_t tlen = r->npages * sizeof(struct hpr__snap_ent), got = 0;
 	struct hpr__snap_ent *disk = malloc(tlen);
 	uint64_t ndata = 0;
-	int rc;
+	ssize_t n;
+	int rc = 0;
 
 	if (!disk)
 		return hpr__fail(-ENOMEM, "hpr_load: cannot allocate the page table");
-	rc = pread_all(fd, disk, tlen, HPR__SNAP_TABLE_OFF, &got);
-	if (rc) {
+	n = hpr__os->pread_full(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
+	if (n < 0) {
 		free(disk);
-		return hpr__fail(rc, "hpr_load: reading the page table failed: %s", strerror(-rc));
+		return hpr__fail((int)n, "hpr_load: reading the page table failed: %s",
+				 strerror((int)-n));
 	}
+	got = (size_t)n;
 	if (got < tlen || hpr__xxh64(disk, tlen, 0) != table_sum) {
 		free(disk);
 		return hpr__fail(-EBADMSG, "hpr_load: page table checksum mismatch: the "
@@ -1066,7 +1025,7 @@ static int load_room(struct snap_op *op)
 	{
 		struct statfs sf;
 
-		if (fstatfs(r->fd, &sf) || !sf.f_blocks)
+		if (hpr__os->fstatfs(r->fd, &sf) || !sf.f_blocks)
 			return 0;
 		have = (unsigned long long)sf.f_bavail * (unsigned long long)sf.f_bsize;
 	}
@@ -1135,7 +1094,7 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 	}
 	rc = op_run(&op, load_page);
 	if (dfd >= 0)
-		close(dfd);
+		hpr__os->close(dfd);
 
 	if (rc) {
 		/* undo what can be undone: pages that were absent go back to

@@ -11,56 +11,20 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+static void smaps_line(void *arg, const char *line, size_t len)
+{
+	hpr__smaps_line(arg, line, len);
+}
 
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
 {
 	struct hpr__smaps_parser p;
-	char *buf;
-	size_t cap = 1 << 16, have = 0;
-	int fd, rc = 0;
+	int rc;
 
-	fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
 	hpr__smaps_init(&p, lo, hi);
-	for (;;) {
-		ssize_t n = read(fd, buf + have, cap - have);
-		size_t s = 0;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			break;
-		}
-		if (n == 0) {
-			if (have)
-				hpr__smaps_line(&p, buf, have);
-			break;
-		}
-		have += (size_t)n;
-		for (size_t i = 0; i < have; i++) {
-			if (buf[i] == '\n') {
-				hpr__smaps_line(&p, buf + s, i - s);
-				s = i + 1;
-			}
-		}
-		memmove(buf, buf + s, have - s);
-		have -= s;
-		if (have == cap) /* absurd line: drop it */
-			have = 0;
-	}
-	free(buf);
-	close(fd);
+	rc = hpr__os->read_lines("/proc/self/smaps", smaps_line, &p);
 	*sum = p.sum;
 	return rc;
 }
