@@ -57,6 +57,8 @@ struct hpr__caps {
 	int hugetlb_cg_v2;
 };
 const struct hpr__caps *hpr__caps(void);
+/* hpr_probe() into this library's whole struct (sized.c copies it out). */
+int hpr__probe(struct hpr_probe_info *info);
 /* Fresh pool counters for one size (not cached: they change all the time). */
 int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 		      unsigned long *free_, unsigned long *resv,
@@ -245,6 +247,8 @@ int hpr__region_mapped(const hpr_region *r);
 void hpr__probe_atfork(int phase);
 
 /* ---- stats.c ---- */
+/* hpr_stats() into this library's whole struct (sized.c copies it out). */
+int hpr__stats(hpr_region *r, struct hpr_stats *st);
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);
 
 struct hpr_region {

@@ -287,7 +287,7 @@ static void probe_all(struct hpr__caps *c)
 		if (strncmp(de->d_name, "hugepages-", 10) ||
 		    hpr__parse_ulong(de->d_name + 10, strlen(de->d_name + 10), &kb))
 			continue;
-		if (in->nr_hugetlb_sizes >= 4)
+		if (in->nr_hugetlb_sizes >= HPR_MAX_HUGETLB_SIZES)
 			break;
 		k = in->nr_hugetlb_sizes++;
 		in->hugetlb[k].page_size = (size_t)kb << 10;
@@ -339,7 +339,7 @@ bool hpr__hugetlb_size_supported(size_t ps)
 	return false;
 }
 
-int hpr_probe(struct hpr_probe_info *info)
+int hpr__probe(struct hpr_probe_info *info)
 {
 	const struct hpr__caps *c;
 

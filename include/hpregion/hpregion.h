@@ -89,6 +89,27 @@ enum hpr_numa_policy {
 	 HPR_F_LOCK | HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
 
 /*
+ * Versioned structs. Every public struct that may grow travels with the
+ * size the caller's header gave it, so that the 0.1 ABI can grow without a
+ * soname bump. The size is always taken by this header's inline code, never
+ * written by hand:
+ *  - struct hpr_config (read by the library): hpr_config_init() records
+ *    sizeof(struct hpr_config) in its struct_size;
+ *  - struct hpr_stats and struct hpr_probe_info (written by the library):
+ *    hpr_stats() and hpr_probe() are inline functions that pass sizeof(*st)
+ *    to hpr_stats_sized() and hpr_probe_sized().
+ * The library reads or writes min(the caller's size, its own) bytes. Fields
+ * an older caller's header lacks take their defaults (config) or are not
+ * written (stats, probe); fields of a newer header this library does not know
+ * must be zero (config: else -E2BIG) or are zeroed (stats, probe). Fields are
+ * only ever appended (or, in hpr_stats, carved out of reserved_); fixed
+ * arrays keep their bounds (HPR_MAX_NODES, HPR_MAX_HUGETLB_SIZES). Binaries
+ * built against the 0.1 header call the exported hpr_stats() and
+ * hpr_probe(), which fill the 0.1 layouts. Details in hpregion(7), VERSIONED
+ * STRUCTS.
+ */
+
+/*
  * Region configuration. Fill it with hpr_config_init() and set what you need.
  * hpr_config_init() records sizeof(struct hpr_config) as seen by the caller's
  * header in struct_size, so a caller built against an older header keeps
@@ -263,7 +284,19 @@ struct hpr_stats {
  * into (a 4 KiB PROT_NONE guard page on each side of every region).
  * Per-node residency costs a move_pages() query per huge page. Errors:
  * -EINVAL (NULL argument), or the errno of reading /proc/self/smaps. */
+HPR_API int hpr_stats_sized(hpr_region *r, struct hpr_stats *st, size_t size);
+#ifdef HPR_BUILDING_LIBRARY
+/* The 0.1 entry point, kept for binaries built against 0.1: st is the 0.1
+ * layout. */
 HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
+#else
+/* hpr_stats_sized() with the size of this header's struct hpr_stats;
+ * -EINVAL also when size is smaller than hpregion 0.1's struct. */
+static inline int hpr_stats(hpr_region *r, struct hpr_stats *st)
+{
+	return hpr_stats_sized(r, st, sizeof(*st));
+}
+#endif
 
 /*
  * Snapshots (docs/snapshot.md, hpr_save(3), hpr_load(3)).
@@ -322,6 +355,9 @@ HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
 HPR_API int hpr_save(hpr_region *r, int fd, unsigned flags);
 HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
 
+/* Huge page sizes hpr_probe_info can describe (x86-64 has 2; arm64 4). */
+#define HPR_MAX_HUGETLB_SIZES 4
+
 /* What this machine offers; read once, cached, never written. */
 struct hpr_probe_info {
 	int thp_enabled;       /* HPR_THP_* */
@@ -335,7 +371,7 @@ struct hpr_probe_info {
 		unsigned long node_free[HPR_MAX_NODES];
 		unsigned long node_total[HPR_MAX_NODES];
 		long long cgroup_limit; /* bytes; -1: none */
-	} hugetlb[4];
+	} hugetlb[HPR_MAX_HUGETLB_SIZES];
 	unsigned nr_nodes;
 	bool have_populate;	/* MADV_POPULATE_WRITE (5.14) */
 	bool have_collapse;	/* MADV_COLLAPSE (6.1) */
@@ -349,7 +385,20 @@ enum { HPR_THP_ALWAYS, HPR_THP_MADVISE, HPR_THP_NEVER, HPR_THP_DEFER,
 enum { HPR_SHMEM_ALWAYS, HPR_SHMEM_WITHIN_SIZE, HPR_SHMEM_ADVISE,
        HPR_SHMEM_NEVER, HPR_SHMEM_DENY, HPR_SHMEM_FORCE, HPR_SHMEM_UNKNOWN };
 
+/* Fill *info (the first size bytes; see "Versioned structs" above).
+ * Errors: -EINVAL (NULL, or size smaller than hpregion 0.1's struct). */
+HPR_API int hpr_probe_sized(struct hpr_probe_info *info, size_t size);
+#ifdef HPR_BUILDING_LIBRARY
+/* The 0.1 entry point, kept for binaries built against 0.1: info is the 0.1
+ * layout. */
 HPR_API int hpr_probe(struct hpr_probe_info *info);
+#else
+/* hpr_probe_sized() with the size of this header's struct hpr_probe_info. */
+static inline int hpr_probe(struct hpr_probe_info *info)
+{
+	return hpr_probe_sized(info, sizeof(*info));
+}
+#endif
 
 /* Explain err (a negative errno from this library). When err is what this
  * thread's latest call into the library returned, the text has that
