@@ -341,7 +341,7 @@ START_TEST(sized)
 	rc = hpr_probe_sized(&small, offsetof(struct hpr_probe_info, kernel_minor));
 	ck_assert_int_eq(rc, -EINVAL);
 	ck_assert_ptr_nonnull(strstr(hpr_strerror(rc), "smaller than hpregion 0.1"));
-	ck_assert_int_eq(small.thp_enabled, (int)0xa5a5a5a5);
+	ck_assert_uint_eq((unsigned)small.thp_enabled, 0xa5a5a5a5u);
 }
 END_TEST
 

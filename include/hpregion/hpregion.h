@@ -84,9 +84,6 @@ enum hpr_numa_policy {
 #define HPR_F_KEEP_FILE (1u << 5)      /* keep the file under path after destroy */
 #define HPR_F_GUARD (1u << 6)	       /* debug: released pages PROT_NONE until faulted */
 #define HPR_F_PSI_RECLAIM (1u << 7)    /* reclaim lazily released pages under PSI pressure */
-#define HPR_F_ALL_                                                              \
-	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | \
-	 HPR_F_LOCK | HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
 
 /*
  * Versioned structs. Every public struct that may grow travels with the
@@ -187,8 +184,8 @@ HPR_API const char *hpr_backend_name(enum hpr_backend b);
  * are served by the caller at once.
  * Errors: -EINVAL (range outside the region), -ENOMEM (hugetlb pool, cgroup
  * or memory exhausted), -ENOSPC (the mount's size= is full), -EHWPOISON,
- * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed),
- * -ECANCELED (not used by fault-in). -ENOMEM also when HPR_F_GUARD cannot
+ * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed).
+ * -ENOMEM also when HPR_F_GUARD cannot
  * unprotect a released page because the process is at vm.max_map_count
  * (hpr_strerror() says which). hpr_fault_error() gives the first failing
  * offset.
@@ -209,8 +206,10 @@ HPR_API int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total);
  * when there is no job. Follow with hpr_prefault_wait(). */
 HPR_API int hpr_prefault_cancel(hpr_region *r);
 /* The first fault error recorded for the region and its offset (-1 if none).
- * Returns the error (0 if none). Cleared by a successful fault of that page. */
-HPR_API int hpr_fault_error(const hpr_region *r, size_t *off);
+ * Returns the error (0 if none). Cleared by a successful fault of that page.
+ * The region is not const: the error and its offset are read together under
+ * the region's lock (0.1 declared it const; the ABI is the same). */
+HPR_API int hpr_fault_error(hpr_region *r, size_t *off);
 
 /*
  * Give [off, off+len) back lazily; its contents become undefined. Only whole
@@ -358,11 +357,36 @@ HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
 /* Huge page sizes hpr_probe_info can describe (x86-64 has 2; arm64 4). */
 #define HPR_MAX_HUGETLB_SIZES 4
 
+/* The THP mode: the bracketed word of
+ * /sys/kernel/mm/transparent_hugepage/enabled (always, madvise, never) or
+ * .../defrag (also defer, defer+madvise). */
+enum hpr_thp_mode {
+	HPR_THP_ALWAYS,
+	HPR_THP_MADVISE,
+	HPR_THP_NEVER,
+	HPR_THP_DEFER,
+	HPR_THP_DEFER_MADVISE,
+	HPR_THP_UNKNOWN, /* the file is missing or says something else */
+};
+
+/* The shmem huge= mode: the bracketed word of
+ * /sys/kernel/mm/transparent_hugepage/shmem_enabled, or a tmpfs mount's
+ * huge= option (deny and force exist only in shmem_enabled). */
+enum hpr_shmem_mode {
+	HPR_SHMEM_ALWAYS,
+	HPR_SHMEM_WITHIN_SIZE,
+	HPR_SHMEM_ADVISE,
+	HPR_SHMEM_NEVER,
+	HPR_SHMEM_DENY,
+	HPR_SHMEM_FORCE,
+	HPR_SHMEM_UNKNOWN, /* the file is missing or says something else */
+};
+
 /* What this machine offers; read once, cached, never written. */
 struct hpr_probe_info {
-	int thp_enabled;       /* HPR_THP_* */
-	int thp_defrag;	       /* HPR_THP_* */
-	int shmem_enabled;     /* HPR_SHMEM_* */
+	enum hpr_thp_mode thp_enabled;
+	enum hpr_thp_mode thp_defrag;
+	enum hpr_shmem_mode shmem_enabled;
 	size_t thp_pmd_size;
 	unsigned nr_hugetlb_sizes;
 	struct {
@@ -380,10 +404,6 @@ struct hpr_probe_info {
 	bool have_psi;
 	int kernel_major, kernel_minor;
 };
-enum { HPR_THP_ALWAYS, HPR_THP_MADVISE, HPR_THP_NEVER, HPR_THP_DEFER,
-       HPR_THP_DEFER_MADVISE, HPR_THP_UNKNOWN };
-enum { HPR_SHMEM_ALWAYS, HPR_SHMEM_WITHIN_SIZE, HPR_SHMEM_ADVISE,
-       HPR_SHMEM_NEVER, HPR_SHMEM_DENY, HPR_SHMEM_FORCE, HPR_SHMEM_UNKNOWN };
 
 /* Fill *info (the first size bytes; see "Versioned structs" above).
  * Errors: -EINVAL (NULL, or size smaller than hpregion 0.1's struct). */
