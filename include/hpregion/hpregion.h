@@ -175,7 +175,13 @@ HPR_API enum hpr_backend hpr_backend_of(const hpr_region *r);
 /* The backing fd (shmem, hugetlb), or -1 for private anonymous memory. */
 HPR_API int hpr_fd(const hpr_region *r);
 HPR_API const char *hpr_name(const hpr_region *r);
+/* "auto", "thp", "shmem" or "hugetlb"; "unknown" outside enum hpr_backend. */
 HPR_API const char *hpr_backend_name(enum hpr_backend b);
+/* The inverse of hpr_backend_name(), for command lines and config files:
+ * *out = the backend named name (exact, case-sensitive match).
+ * Errors: -EINVAL (name or out NULL, or not a backend's name: *out is left
+ * alone and hpr_strerror() lists the names). */
+HPR_API int hpr_backend_from_name(const char *name, enum hpr_backend *out);
 
 /*
  * Fault [off, off+len) in, widened to whole huge pages, using the region's
