@@ -92,10 +92,7 @@ static void expect_fail(const char *what, const struct hpr_config *c, int err,
 
 static void cfg(struct hpr_config *c, enum hpr_backend b, const char *path)
 {
-	hpr_config_init(c);
-	c->size = REGION;
-	c->backend = b;
-	c->path = path;
+	t_config(c, b, path, REGION, 0, 0);
 	c->name = "bad";
 }
 
