@@ -283,12 +283,14 @@ struct hpr_stats {
 #define HPR_FALLBACK_BACKEND (1u << 0)
 #define HPR_FALLBACK_BASE_PAGES (1u << 1)
 
-/* Fill *st from the kernel and the library's counters. resident and
+/* Fill *st (its first size bytes: see "Versioned structs" above) from the
+ * kernel and the library's counters. resident and
  * huge_mapped cover exactly the region's range: PAGEMAP_SCAN (Linux 6.7),
  * before that smaps of the region's VMAs, which nothing else can merge
  * into (a 4 KiB PROT_NONE guard page on each side of every region).
  * Per-node residency costs a move_pages() query per huge page. Errors:
- * -EINVAL (NULL argument), or the errno of reading /proc/self/smaps. */
+ * -EINVAL (NULL argument, or size smaller than hpregion 0.1's struct), or
+ * the errno of reading /proc/self/smaps. */
 HPR_API int hpr_stats_sized(hpr_region *r, struct hpr_stats *st, size_t size);
 #ifdef HPR_BUILDING_LIBRARY
 /* The 0.1 entry point, kept for binaries built against 0.1: st is the 0.1
