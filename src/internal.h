@@ -20,9 +20,9 @@
 
 #define HPR_CACHELINE 64
 /* Every HPR_F_* flag hpr_config.flags may carry; other bits are -EINVAL. */
-#define HPR__F_ALL                                                              \
-	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | \
-	 HPR_F_LOCK | HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
+#define HPR__F_ALL                                                                            \
+	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | HPR_F_LOCK | \
+	 HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
 #define HPR_NODE_WORDS (HPR_MAX_NODES / (8 * sizeof(unsigned long)))
 
 /* Per-huge-page state in the fault table. */

@@ -228,8 +228,8 @@ END_TEST
  * zeros past them; a size below 0.1's is -EINVAL with a reason. */
 START_TEST(sized)
 {
-	hpr_region *r = t_region(HPR_BACKEND_THP, NULL, 4 * MiB, 1,
-				 HPR_F_FALLBACK | HPR_F_PREFAULT);
+	hpr_region *r =
+		t_region(HPR_BACKEND_THP, NULL, 4 * MiB, 1, HPR_F_FALLBACK | HPR_F_PREFAULT);
 	struct {
 		struct hpr_stats st;
 		unsigned char newer[64];
