@@ -572,9 +572,8 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 	return err;
 }
 
-int hpr_fault_error(const hpr_region *r, size_t *off)
+int hpr_fault_error(hpr_region *r, size_t *off)
 {
-	hpr_region *m = (hpr_region *)r;
 	int e;
 
 	/* a query of the region, meant for between a failing hpr_fault_in
@@ -582,10 +581,10 @@ int hpr_fault_error(const hpr_region *r, size_t *off)
 	 * failure replaces it) */
 	if (!r)
 		return hpr__fail(-EINVAL, "hpr_fault_error: region is NULL");
-	pthread_mutex_lock(&m->partial_mu);
-	e = atomic_load(&m->fault_err);
+	pthread_mutex_lock(&r->partial_mu);
+	e = atomic_load(&r->fault_err);
 	if (off)
-		*off = e ? atomic_load(&m->fault_err_off) : (size_t)-1;
-	pthread_mutex_unlock(&m->partial_mu);
+		*off = e ? atomic_load(&r->fault_err_off) : (size_t)-1;
+	pthread_mutex_unlock(&r->partial_mu);
 	return e;
 }

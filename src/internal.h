@@ -18,6 +18,10 @@
 #include <stdint.h>
 
 #define HPR_CACHELINE 64
+/* Every HPR_F_* flag hpr_config.flags may carry; other bits are -EINVAL. */
+#define HPR__F_ALL                                                                            \
+	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | HPR_F_LOCK | \
+	 HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
 #define HPR_NODE_WORDS (HPR_MAX_NODES / (8 * sizeof(unsigned long)))
 
 /* Per-huge-page state in the fault table. */
@@ -56,6 +60,8 @@ struct hpr__caps {
 	int hugetlb_cg_v2;
 };
 const struct hpr__caps *hpr__caps(void);
+/* hpr_probe() into this library's whole struct (sized.c copies it out). */
+int hpr__probe(struct hpr_probe_info *info);
 /* Fresh pool counters for one size (not cached: they change all the time). */
 int hpr__hugetlb_pool(size_t page_size, int node, unsigned long *total,
 		      unsigned long *free_, unsigned long *resv,
@@ -235,6 +241,8 @@ int hpr__region_mapped(const hpr_region *r);
 void hpr__probe_atfork(int phase);
 
 /* ---- stats.c ---- */
+/* hpr_stats() into this library's whole struct (sized.c copies it out). */
+int hpr__stats(hpr_region *r, struct hpr_stats *st);
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);
 
 struct hpr_region {

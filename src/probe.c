@@ -246,7 +246,7 @@ static int add_hugetlb_size(void *arg, const char *name)
 
 	if (strncmp(name, "hugepages-", 10) || hpr__parse_ulong(name + 10, strlen(name + 10), &kb))
 		return 0;
-	if (in->nr_hugetlb_sizes >= 4)
+	if (in->nr_hugetlb_sizes >= HPR_MAX_HUGETLB_SIZES)
 		return 1;
 	in->hugetlb[in->nr_hugetlb_sizes++].page_size = (size_t)kb << 10;
 	return 0;
@@ -316,7 +316,7 @@ bool hpr__hugetlb_size_supported(size_t ps)
 	return false;
 }
 
-int hpr_probe(struct hpr_probe_info *info)
+int hpr__probe(struct hpr_probe_info *info)
 {
 	const struct hpr__caps *c;
 

@@ -100,9 +100,9 @@ static int config_check(const struct hpr_config *c)
 {
 	int rc;
 
-	if (c->flags & ~HPR_F_ALL_)
+	if (c->flags & ~HPR__F_ALL)
 		return hpr__fail(-EINVAL, "hpr_create: unknown flag bits %#x",
-				 c->flags & ~HPR_F_ALL_);
+				 c->flags & ~HPR__F_ALL);
 	if ((c->flags & HPR_F_PREFAULT) && (c->flags & HPR_F_PREFAULT_ASYNC))
 		return hpr__fail(-EINVAL, "hpr_create: HPR_F_PREFAULT and "
 					  "HPR_F_PREFAULT_ASYNC exclude each other");

@@ -29,7 +29,7 @@ int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
 	return rc;
 }
 
-int hpr_stats(hpr_region *r, struct hpr_stats *st)
+int hpr__stats(hpr_region *r, struct hpr_stats *st)
 {
 	uintptr_t lo, hi;
 	uint64_t present, huge;

@@ -2,10 +2,16 @@
 # The shared library exports exactly what src/hpregion.map lists as global
 # (each with its version node), every function the public header marks
 # HPR_API is in the map, and the SONAME is libhpregion.so.<ABI major>.
-#   tests/abi.sh LIBHPREGION_SO SRC_DIR
+# Then the 0.1 ABI: a client built against the 0.1 header
+# (tests/abi/hpregion-0.1.h, frozen from e490a55) runs against this library
+# (tests/abi/old_client.c), and every 0.1 field and constant sits where the
+# 0.1 header put it (tests/abi/layout.c built against both headers; a
+# struct may only grow). See hpregion.h, "Versioned structs".
+#   tests/abi.sh LIBHPREGION_SO SRC_DIR [CC]
 set -euo pipefail
-SO=${1:?usage: abi.sh LIBHPREGION_SO SRC_DIR}
-SRC=${2:?usage: abi.sh LIBHPREGION_SO SRC_DIR}
+SO=${1:?usage: abi.sh LIBHPREGION_SO SRC_DIR [CC]}
+SRC=${2:?usage: abi.sh LIBHPREGION_SO SRC_DIR [CC]}
+CC=${3:-${CC:-cc}}
 MAP=$SRC/src/hpregion.map
 HDR=$SRC/include/hpregion/hpregion.h
 TMP=$(mktemp -d /tmp/hpr-abi-XXXXXX)
@@ -54,5 +60,33 @@ if [ "$soname" != "libhpregion.so.$major" ]; then
 	echo "SONAME is '$soname', want libhpregion.so.$major"
 	rc=1
 fi
-[ $rc = 0 ] && echo "abi: $(wc -l <"$TMP/exported") symbols exported, as $MAP says; SONAME $soname"
+
+# The 0.1 header's clients: same layout, and they work.
+mkdir -p "$TMP/old/hpregion"
+cp "$SRC/tests/abi/hpregion-0.1.h" "$TMP/old/hpregion/hpregion.h"
+"$CC" -std=c11 -I"$TMP/old" -o "$TMP/layout-0.1" "$SRC/tests/abi/layout.c"
+"$CC" -std=c11 -I"$SRC/include" -o "$TMP/layout-now" "$SRC/tests/abi/layout.c"
+"$TMP/layout-0.1" >"$TMP/layout-0.1.txt"
+"$TMP/layout-now" >"$TMP/layout-now.txt"
+if ! diff -u <(grep -v '^sizeof ' "$TMP/layout-0.1.txt") \
+	<(grep -v '^sizeof ' "$TMP/layout-now.txt") >"$TMP/d4"; then
+	echo "a 0.1 field or constant moved (- 0.1 header, + current header):"
+	cat "$TMP/d4"
+	rc=1
+fi
+while read -r _ _ name old; do
+	now=$(awk -v n="$name" '$1 == "sizeof" && $3 == n { print $4 }' "$TMP/layout-now.txt")
+	if [ "${now:-0}" -lt "$old" ]; then
+		echo "struct $name shrank from $old bytes (0.1) to ${now:-?}"
+		rc=1
+	fi
+done < <(grep '^sizeof ' "$TMP/layout-0.1.txt")
+"$CC" -std=c11 -I"$TMP/old" -o "$TMP/old_client" "$SRC/tests/abi/old_client.c" "$SO" \
+	-Wl,-rpath,"$(dirname "$SO")"
+if ! "$TMP/old_client"; then
+	echo "a client built against the 0.1 header fails against $SO"
+	rc=1
+fi
+
+[ $rc = 0 ] && echo "abi: $(wc -l <"$TMP/exported") symbols exported, as $MAP says; SONAME $soname; 0.1 layouts kept and a 0.1 client works"
 exit $rc

@@ -46,14 +46,9 @@ int main(int argc, char **argv)
 		c.name = name;
 		c.path = dir;
 		c.flags = HPR_F_PREFAULT;
-		if (!strcmp(spec, "thp"))
-			c.backend = HPR_BACKEND_THP;
-		else if (!strcmp(spec, "shmem"))
-			c.backend = HPR_BACKEND_SHMEM;
-		else if (!strcmp(spec, "hugetlb"))
-			c.backend = HPR_BACKEND_HUGETLB;
-		else {
-			fprintf(stderr, "hpr_hold: bad backend '%s'\n", spec);
+		rc = hpr_backend_from_name(spec, &c.backend);
+		if (rc) {
+			fprintf(stderr, "hpr_hold: %s\n", hpr_strerror(rc));
 			return 2;
 		}
 		rc = hpr_create(&c, &r);

@@ -151,10 +151,7 @@ static hpr_region *create_checked(const char *label, struct hpr_config *c,
 
 static void config(struct hpr_config *c, enum hpr_backend b, const char *path)
 {
-	hpr_config_init(c);
-	c->size = REGION;
-	c->backend = b;
-	c->path = path;
+	t_config(c, b, path, REGION, 0, 0);
 	c->name = "backends";
 }
 

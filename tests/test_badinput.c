@@ -92,10 +92,7 @@ static void expect_fail(const char *what, const struct hpr_config *c, int err,
 
 static void cfg(struct hpr_config *c, enum hpr_backend b, const char *path)
 {
-	hpr_config_init(c);
-	c->size = REGION;
-	c->backend = b;
-	c->path = path;
+	t_config(c, b, path, REGION, 0, 0);
 	c->name = "bad";
 }
 
@@ -578,6 +575,39 @@ END_TEST
  * backing file follow a symlink in the checked directory, control bytes
  * would reach the terminal of whoever runs hpr stat.
  */
+/* hpr_backend_from_name() is the inverse of hpr_backend_name(): every
+ * backend's name comes back as that backend; anything else, including a
+ * name in the wrong case or with a trailing space, is -EINVAL with a message
+ * that lists the valid names, and *out is left alone. */
+START_TEST(backend_names)
+{
+	static const char *const bad[] = { "",	    "THP",   "thp ", "hugetlbfs",
+					   "tmpfs", "memfd", "4k",   "auto\n" };
+	enum hpr_backend b;
+	int rc;
+
+	for (int k = HPR_BACKEND_AUTO; k <= HPR_BACKEND_HUGETLB; k++) {
+		b = (enum hpr_backend)99; /* none of them */
+		ck_assert_int_eq(hpr_backend_from_name(hpr_backend_name((enum hpr_backend)k), &b),
+				 0);
+		ck_assert_int_eq(b, k);
+	}
+	ck_assert_int_eq(hpr_backend_from_name("hugetlb", &b), 0);
+	ck_assert_int_eq(b, HPR_BACKEND_HUGETLB);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		b = HPR_BACKEND_SHMEM;
+		rc = hpr_backend_from_name(bad[i], &b);
+		ck_assert_int_eq(rc, -EINVAL);
+		ck_assert_int_eq(b, HPR_BACKEND_SHMEM);
+		ck_assert_msg(strstr(hpr_strerror(rc), "use auto, thp, shmem or hugetlb"), "%s: %s",
+			      bad[i], hpr_strerror(rc));
+	}
+	ck_assert_int_eq(hpr_backend_from_name(NULL, &b), -EINVAL);
+	ck_assert_int_eq(hpr_backend_from_name("thp", NULL), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(hpr_strerror(-EINVAL), "NULL"));
+}
+END_TEST
+
 START_TEST(bad_names)
 {
 	static const struct {
@@ -730,6 +760,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, stats_null_out);
 	tcase_add_test(tc, range_outside);
 	tcase_add_test(tc, bad_names);
+	tcase_add_test(tc, backend_names);
 	tcase_add_test(tc, name_symlink_escape);
 	tcase_add_test(tc, dir_swapped_after_check);
 	tcase_add_test(tc, failed_fixed_map_keeps_other_mappings);

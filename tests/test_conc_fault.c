@@ -292,9 +292,7 @@ START_TEST(hugetlb_last_pages)
 	ck_assert_uint_eq(t_hugetlb_free(2048), 0);
 	ck_assert_uint_eq(kernel_huge(a), hpr_size(a));
 	/* nothing left: one more page is refused at create, nothing mapped */
-	hpr_config_init(&cfg);
-	cfg.size = 2 * MiB;
-	cfg.backend = HPR_BACKEND_HUGETLB;
+	t_config(&cfg, HPR_BACKEND_HUGETLB, NULL, 2 * MiB, 0, 0);
 	expect_pool_short(&cfg);
 	ck_assert_int_eq(hpr_destroy(a), 0);
 	ck_assert_uint_eq(t_hugetlb_free(2048), n);

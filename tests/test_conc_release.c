@@ -188,17 +188,13 @@ static void race(enum hpr_backend be, const char *path)
 	char *b;
 	int rc;
 
-	hpr_config_init(&cfg);
-	cfg.backend = be;
-	cfg.path = path;
-	cfg.size = (NT * OWN + SHARED) * 2 * MiB;
-	cfg.workers = 2;
-	cfg.name = "t-conc-release";
 	/* MADV_PAGEOUT splits THPs in use when there is no swap (mm/vmscan.c
 	 * falls back to splitting large folios add_to_swap() refused), which
 	 * real pressure without swap never does; pages it split under a
 	 * fault-in may stay small, so allow that: this suite is about data */
-	cfg.flags = be == HPR_BACKEND_THP ? HPR_F_FALLBACK : 0;
+	t_config(&cfg, be, path, (NT * OWN + SHARED) * 2 * MiB, 2,
+		 be == HPR_BACKEND_THP ? HPR_F_FALLBACK : 0);
+	cfg.name = "t-conc-release";
 	rc = hpr_create(&cfg, &c.r);
 	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
 	c.hp = hpr_page_size(c.r);

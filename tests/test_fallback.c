@@ -63,11 +63,7 @@ static void knob_restore(void)
 static void cfg(struct hpr_config *c, enum hpr_backend b, const char *path,
 		unsigned flags)
 {
-	hpr_config_init(c);
-	c->size = REGION;
-	c->backend = b;
-	c->path = path;
-	c->flags = flags;
+	t_config(c, b, path, REGION, 0, flags);
 	c->name = "fallback";
 }
 

@@ -179,11 +179,7 @@ static void cg_child(int wfd)
 	size_t off = 0;
 	int rc, in_fd, out_fd;
 
-	hpr_config_init(&c);
-	c.size = 256 * MiB;
-	c.backend = HPR_BACKEND_THP;
-	c.workers = 1;
-	c.flags = HPR_F_FALLBACK;
+	t_config(&c, HPR_BACKEND_THP, NULL, 256 * MiB, 1, HPR_F_FALLBACK);
 	rc = hpr_create(&c, &r);
 	if (rc)
 		_exit(4);

@@ -312,6 +312,36 @@ END_TEST
 START_TEST(null)
 {
 	ck_assert_int_eq(hpr_probe(NULL), -EINVAL);
+	ck_assert_int_eq(hpr_probe_sized(NULL, sizeof(struct hpr_probe_info)), -EINVAL);
+}
+END_TEST
+
+/* The versioned struct (hpregion.h, "Versioned structs"): a caller whose
+ * newer header has a bigger struct gets the fields this library knows and
+ * zeros past them; a size below 0.1's is -EINVAL with a reason and the
+ * struct untouched. */
+START_TEST(sized)
+{
+	struct {
+		struct hpr_probe_info pi;
+		unsigned char newer[64];
+	} big;
+	struct hpr_probe_info pi, small;
+	int rc;
+
+	ck_assert_int_eq(hpr_probe(&pi), 0);
+	memset(&big, 0xa5, sizeof(big));
+	ck_assert_int_eq(hpr_probe_sized(&big.pi, sizeof(big)), 0);
+	for (size_t i = 0; i < sizeof(big.newer); i++)
+		ck_assert_uint_eq(big.newer[i], 0);
+	ck_assert_int_eq(big.pi.thp_enabled, pi.thp_enabled);
+	ck_assert_int_eq(big.pi.kernel_major, pi.kernel_major);
+	ck_assert_uint_eq(big.pi.nr_hugetlb_sizes, pi.nr_hugetlb_sizes);
+	memset(&small, 0xa5, sizeof(small));
+	rc = hpr_probe_sized(&small, offsetof(struct hpr_probe_info, kernel_minor));
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_ptr_nonnull(strstr(hpr_strerror(rc), "smaller than hpregion 0.1"));
+	ck_assert_uint_eq((unsigned)small.thp_enabled, 0xa5a5a5a5u);
 }
 END_TEST
 
@@ -327,6 +357,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, cgroup);
 	tcase_add_test(tc, features);
 	tcase_add_test(tc, null);
+	tcase_add_test(tc, sized);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -35,31 +35,30 @@ enum which { W_THP, W_SHMEM_TMPFS, W_SHMEM_MEMFD, W_HUGETLB };
 
 static hpr_region *mk(enum which w, size_t size, unsigned flags, size_t budget)
 {
+	enum hpr_backend b = HPR_BACKEND_THP;
+	const char *path = NULL;
 	struct hpr_config c;
 	hpr_region *r;
 	int rc;
 
-	hpr_config_init(&c);
-	c.size = size;
-	c.flags = flags;
-	c.lazy_budget = budget;
-	c.name = "t-release";
 	switch (w) {
 	case W_THP:
-		c.backend = HPR_BACKEND_THP;
 		break;
 	case W_SHMEM_TMPFS:
-		c.backend = HPR_BACKEND_SHMEM;
-		c.path = t_mount_tmpfs("huge=always,size=1g");
+		b = HPR_BACKEND_SHMEM;
+		path = t_mount_tmpfs("huge=always,size=1g");
 		break;
 	case W_SHMEM_MEMFD:
-		c.backend = HPR_BACKEND_SHMEM;
+		b = HPR_BACKEND_SHMEM;
 		break;
 	case W_HUGETLB:
-		c.backend = HPR_BACKEND_HUGETLB;
+		b = HPR_BACKEND_HUGETLB;
 		t_hugetlb_pool(2048, size / (2 * MiB) + 8);
 		break;
 	}
+	t_config(&c, b, path, size, 0, flags);
+	c.lazy_budget = budget;
+	c.name = "t-release";
 	rc = hpr_create(&c, &r);
 	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
 	return r;
@@ -347,13 +346,11 @@ static int cg_child(enum which w, size_t region, size_t alloc, bool release)
 
 	if (cg_join())
 		_exit(10);
-	hpr_config_init(&c);
-	c.size = region;
-	c.backend = w == W_THP ? HPR_BACKEND_THP : HPR_BACKEND_SHMEM;
+	t_config(&c, w == W_THP ? HPR_BACKEND_THP : HPR_BACKEND_SHMEM, NULL, region, 0,
+		 HPR_F_FALLBACK);
 	/* shmem: the library must reclaim, the kernel can't (no swap);
 	 * the budget does it as the release happens */
 	c.lazy_budget = w == W_THP ? 0 : 2 * MiB;
-	c.flags = HPR_F_FALLBACK;
 	if ((rc = hpr_create(&c, &r)))
 		_exit(11);
 	if ((rc = hpr_fault_in(r, 0, region)))
@@ -361,10 +358,7 @@ static int cg_child(enum which w, size_t region, size_t alloc, bool release)
 	fill(hpr_base(r), 0, region, 1);
 	if (release && hpr_release_lazy(r, 0, region))
 		_exit(13);
-	hpr_config_init(&c);
-	c.size = alloc;
-	c.backend = HPR_BACKEND_THP;
-	c.flags = HPR_F_FALLBACK;
+	t_config(&c, HPR_BACKEND_THP, NULL, alloc, 0, HPR_F_FALLBACK);
 	if (hpr_create(&c, &r2))
 		_exit(14);
 	if (hpr_fault_in(r2, 0, alloc))
@@ -428,18 +422,11 @@ START_TEST(shmem_reclaim_frees_blocks)
 {
 	size_t size = 32 * MiB, got = 0;
 	const char *mnt = t_mount_tmpfs("huge=always,size=256m");
-	struct hpr_config c;
 	struct stat s0, s1, s2;
 	struct statfs f0, f2;
 	hpr_region *r;
-	int rc;
 
-	hpr_config_init(&c);
-	c.size = size;
-	c.backend = HPR_BACKEND_SHMEM;
-	c.path = mnt;
-	rc = hpr_create(&c, &r);
-	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
+	r = t_region(HPR_BACKEND_SHMEM, mnt, size, 0, 0);
 	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
 	fill(hpr_base(r), 0, size, 1);
 	ck_assert_int_eq(fstat(hpr_fd(r), &s0), 0);

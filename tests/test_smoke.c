@@ -10,19 +10,11 @@
 
 static void check_backend(enum hpr_backend b, const char *path)
 {
-	struct hpr_config c;
 	struct hpr_stats st;
 	struct t_smaps k;
 	hpr_region *r;
-	int rc;
 
-	hpr_config_init(&c);
-	c.size = 64 * MiB;
-	c.backend = b;
-	c.path = path;
-	c.flags = HPR_F_PREFAULT;
-	rc = hpr_create(&c, &r);
-	ck_assert_msg(rc == 0, "create %s: %s", hpr_backend_name(b), hpr_strerror(rc));
+	r = t_region(b, path, 64 * MiB, 0, HPR_F_PREFAULT);
 	ck_assert_int_eq(t_smaps(hpr_base(r), hpr_size(r), &k), 0);
 	ck_assert_msg(
 		(k.anon_huge + k.shmem_pmd + k.file_pmd + k.hugetlb) * 100 >= hpr_size(r) * 95,

@@ -223,6 +223,37 @@ START_TEST(hugetlb_neighbours)
 }
 END_TEST
 
+/* The versioned struct (hpregion.h, "Versioned structs"): a caller whose
+ * newer header has a bigger struct gets the fields this library knows and
+ * zeros past them; a size below 0.1's is -EINVAL with a reason. */
+START_TEST(sized)
+{
+	hpr_region *r =
+		t_region(HPR_BACKEND_THP, NULL, 4 * MiB, 1, HPR_F_FALLBACK | HPR_F_PREFAULT);
+	struct {
+		struct hpr_stats st;
+		unsigned char newer[64];
+	} big;
+	struct hpr_stats st;
+	int rc;
+
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	memset(&big, 0xa5, sizeof(big));
+	ck_assert_int_eq(hpr_stats_sized(r, &big.st, sizeof(big)), 0);
+	for (size_t i = 0; i < sizeof(big.newer); i++)
+		ck_assert_uint_eq(big.newer[i], 0);
+	ck_assert_uint_eq(big.st.size, st.size);
+	ck_assert_uint_eq(big.st.resident, st.resident);
+	ck_assert_uint_eq(big.st.pages_total, st.pages_total);
+	rc = hpr_stats_sized(r, &st, offsetof(struct hpr_stats, reserved_));
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_ptr_nonnull(strstr(hpr_strerror(rc), "smaller than hpregion 0.1"));
+	ck_assert_int_eq(hpr_stats_sized(NULL, &st, sizeof(st)), -EINVAL);
+	ck_assert_int_eq(hpr_stats_sized(r, NULL, sizeof(st)), -EINVAL);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
 static Suite *stats_suite(void)
 {
 	Suite *s = suite_create("stats");
@@ -232,6 +263,7 @@ static Suite *stats_suite(void)
 	tcase_add_test(tc, thp_small_neighbours);
 	tcase_add_test(tc, shmem_neighbours);
 	tcase_add_test(tc, hugetlb_neighbours);
+	tcase_add_test(tc, sized);
 	suite_add_tcase(s, tc);
 	return s;
 }

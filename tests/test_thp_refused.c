@@ -24,10 +24,7 @@ static void thp_disable(void)
 
 static void config(struct hpr_config *c, unsigned flags)
 {
-	hpr_config_init(c);
-	c->size = SIZE;
-	c->backend = HPR_BACKEND_THP;
-	c->flags = flags;
+	t_config(c, HPR_BACKEND_THP, NULL, SIZE, 0, flags);
 }
 
 START_TEST(prefault_without_fallback_fails)

@@ -298,11 +298,11 @@ static void scan_mounts(struct scan *s, const char *mi, size_t len)
 static const char *backend_of(const struct region *r)
 {
 	if (r->kind == K_ANON)
-		return "thp";
+		return hpr_backend_name(HPR_BACKEND_THP);
 	if (!strcmp(r->fstype, "hugetlbfs") || r->kernel_page_size > 4096)
-		return "hugetlb";
+		return hpr_backend_name(HPR_BACKEND_HUGETLB);
 	if (!strcmp(r->fstype, "tmpfs") || r->kind == K_MEMFD)
-		return "shmem";
+		return hpr_backend_name(HPR_BACKEND_SHMEM);
 	return "?";
 }
 

@@ -567,13 +567,18 @@ static void usage(void)
 	exit(2);
 }
 
+/* hpregion's backend names (hpr_backend_from_name), plus "memfd": shmem
+ * on a memfd instead of a file under --data. */
 static enum kv_backing parse_backing(const char *s)
 {
-	if (!strcmp(s, "shmem"))
-		return KV_MEM_SHMEM;
+	enum hpr_backend b = HPR_BACKEND_AUTO; /* stays AUTO for a bad name */
+
 	if (!strcmp(s, "memfd"))
 		return KV_MEM_MEMFD;
-	if (!strcmp(s, "thp"))
+	hpr_backend_from_name(s, &b);
+	if (b == HPR_BACKEND_SHMEM)
+		return KV_MEM_SHMEM;
+	if (b == HPR_BACKEND_THP)
 		return KV_MEM_THP;
 	fprintf(stderr, "cassandra-like: unknown backend '%s' (shmem, memfd, thp)\n", s);
 	exit(2);

@@ -84,9 +84,27 @@ enum hpr_numa_policy {
 #define HPR_F_KEEP_FILE (1u << 5)      /* keep the file under path after destroy */
 #define HPR_F_GUARD (1u << 6)	       /* debug: released pages PROT_NONE until faulted */
 #define HPR_F_PSI_RECLAIM (1u << 7)    /* reclaim lazily released pages under PSI pressure */
-#define HPR_F_ALL_                                                              \
-	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | \
-	 HPR_F_LOCK | HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
+
+/*
+ * Versioned structs. Every public struct that may grow travels with the
+ * size the caller's header gave it, so that the 0.1 ABI can grow without a
+ * soname bump. The size is always taken by this header's inline code, never
+ * written by hand:
+ *  - struct hpr_config (read by the library): hpr_config_init() records
+ *    sizeof(struct hpr_config) in its struct_size;
+ *  - struct hpr_stats and struct hpr_probe_info (written by the library):
+ *    hpr_stats() and hpr_probe() are inline functions that pass sizeof(*st)
+ *    to hpr_stats_sized() and hpr_probe_sized().
+ * The library reads or writes min(the caller's size, its own) bytes. Fields
+ * an older caller's header lacks take their defaults (config) or are not
+ * written (stats, probe); fields of a newer header this library does not know
+ * must be zero (config: else -E2BIG) or are zeroed (stats, probe). Fields are
+ * only ever appended (or, in hpr_stats, carved out of reserved_); fixed
+ * arrays keep their bounds (HPR_MAX_NODES, HPR_MAX_HUGETLB_SIZES). Binaries
+ * built against the 0.1 header call the exported hpr_stats() and
+ * hpr_probe(), which fill the 0.1 layouts. Details in hpregion(7), VERSIONED
+ * STRUCTS.
+ */
 
 /*
  * Region configuration. Fill it with hpr_config_init() and set what you need.
@@ -157,7 +175,13 @@ HPR_API enum hpr_backend hpr_backend_of(const hpr_region *r);
 /* The backing fd (shmem, hugetlb), or -1 for private anonymous memory. */
 HPR_API int hpr_fd(const hpr_region *r);
 HPR_API const char *hpr_name(const hpr_region *r);
+/* "auto", "thp", "shmem" or "hugetlb"; "unknown" outside enum hpr_backend. */
 HPR_API const char *hpr_backend_name(enum hpr_backend b);
+/* The inverse of hpr_backend_name(), for command lines and config files:
+ * *out = the backend named name (exact, case-sensitive match).
+ * Errors: -EINVAL (name or out NULL, or not a backend's name: *out is left
+ * alone and hpr_strerror() lists the names). */
+HPR_API int hpr_backend_from_name(const char *name, enum hpr_backend *out);
 
 /*
  * Fault [off, off+len) in, widened to whole huge pages, using the region's
@@ -166,8 +190,8 @@ HPR_API const char *hpr_backend_name(enum hpr_backend b);
  * are served by the caller at once.
  * Errors: -EINVAL (range outside the region), -ENOMEM (hugetlb pool, cgroup
  * or memory exhausted), -ENOSPC (the mount's size= is full), -EHWPOISON,
- * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed),
- * -ECANCELED (not used by fault-in). -ENOMEM also when HPR_F_GUARD cannot
+ * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed).
+ * -ENOMEM also when HPR_F_GUARD cannot
  * unprotect a released page because the process is at vm.max_map_count
  * (hpr_strerror() says which). hpr_fault_error() gives the first failing
  * offset.
@@ -188,8 +212,10 @@ HPR_API int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total);
  * when there is no job. Follow with hpr_prefault_wait(). */
 HPR_API int hpr_prefault_cancel(hpr_region *r);
 /* The first fault error recorded for the region and its offset (-1 if none).
- * Returns the error (0 if none). Cleared by a successful fault of that page. */
-HPR_API int hpr_fault_error(const hpr_region *r, size_t *off);
+ * Returns the error (0 if none). Cleared by a successful fault of that page.
+ * The region is not const: the error and its offset are read together under
+ * the region's lock (0.1 declared it const; the ABI is the same). */
+HPR_API int hpr_fault_error(hpr_region *r, size_t *off);
 
 /*
  * Give [off, off+len) back lazily; its contents become undefined. Only whole
@@ -257,13 +283,27 @@ struct hpr_stats {
 #define HPR_FALLBACK_BACKEND (1u << 0)
 #define HPR_FALLBACK_BASE_PAGES (1u << 1)
 
-/* Fill *st from the kernel and the library's counters. resident and
+/* Fill *st (its first size bytes: see "Versioned structs" above) from the
+ * kernel and the library's counters. resident and
  * huge_mapped cover exactly the region's range: PAGEMAP_SCAN (Linux 6.7),
  * before that smaps of the region's VMAs, which nothing else can merge
  * into (a 4 KiB PROT_NONE guard page on each side of every region).
  * Per-node residency costs a move_pages() query per huge page. Errors:
- * -EINVAL (NULL argument), or the errno of reading /proc/self/smaps. */
+ * -EINVAL (NULL argument, or size smaller than hpregion 0.1's struct), or
+ * the errno of reading /proc/self/smaps. */
+HPR_API int hpr_stats_sized(hpr_region *r, struct hpr_stats *st, size_t size);
+#ifdef HPR_BUILDING_LIBRARY
+/* The 0.1 entry point, kept for binaries built against 0.1: st is the 0.1
+ * layout. */
 HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
+#else
+/* hpr_stats_sized() with the size of this header's struct hpr_stats;
+ * -EINVAL also when size is smaller than hpregion 0.1's struct. */
+static inline int hpr_stats(hpr_region *r, struct hpr_stats *st)
+{
+	return hpr_stats_sized(r, st, sizeof(*st));
+}
+#endif
 
 /*
  * Snapshots (docs/snapshot.md, hpr_save(3), hpr_load(3)).
@@ -322,11 +362,39 @@ HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
 HPR_API int hpr_save(hpr_region *r, int fd, unsigned flags);
 HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
 
+/* Huge page sizes hpr_probe_info can describe (x86-64 has 2; arm64 4). */
+#define HPR_MAX_HUGETLB_SIZES 4
+
+/* The THP mode: the bracketed word of
+ * /sys/kernel/mm/transparent_hugepage/enabled (always, madvise, never) or
+ * .../defrag (also defer, defer+madvise). */
+enum hpr_thp_mode {
+	HPR_THP_ALWAYS,
+	HPR_THP_MADVISE,
+	HPR_THP_NEVER,
+	HPR_THP_DEFER,
+	HPR_THP_DEFER_MADVISE,
+	HPR_THP_UNKNOWN, /* the file is missing or says something else */
+};
+
+/* The shmem huge= mode: the bracketed word of
+ * /sys/kernel/mm/transparent_hugepage/shmem_enabled, or a tmpfs mount's
+ * huge= option (deny and force exist only in shmem_enabled). */
+enum hpr_shmem_mode {
+	HPR_SHMEM_ALWAYS,
+	HPR_SHMEM_WITHIN_SIZE,
+	HPR_SHMEM_ADVISE,
+	HPR_SHMEM_NEVER,
+	HPR_SHMEM_DENY,
+	HPR_SHMEM_FORCE,
+	HPR_SHMEM_UNKNOWN, /* the file is missing or says something else */
+};
+
 /* What this machine offers; read once, cached, never written. */
 struct hpr_probe_info {
-	int thp_enabled;       /* HPR_THP_* */
-	int thp_defrag;	       /* HPR_THP_* */
-	int shmem_enabled;     /* HPR_SHMEM_* */
+	enum hpr_thp_mode thp_enabled;
+	enum hpr_thp_mode thp_defrag;
+	enum hpr_shmem_mode shmem_enabled;
 	size_t thp_pmd_size;
 	unsigned nr_hugetlb_sizes;
 	struct {
@@ -335,7 +403,7 @@ struct hpr_probe_info {
 		unsigned long node_free[HPR_MAX_NODES];
 		unsigned long node_total[HPR_MAX_NODES];
 		long long cgroup_limit; /* bytes; -1: none */
-	} hugetlb[4];
+	} hugetlb[HPR_MAX_HUGETLB_SIZES];
 	unsigned nr_nodes;
 	bool have_populate;	/* MADV_POPULATE_WRITE (5.14) */
 	bool have_collapse;	/* MADV_COLLAPSE (6.1) */
@@ -344,12 +412,21 @@ struct hpr_probe_info {
 	bool have_psi;
 	int kernel_major, kernel_minor;
 };
-enum { HPR_THP_ALWAYS, HPR_THP_MADVISE, HPR_THP_NEVER, HPR_THP_DEFER,
-       HPR_THP_DEFER_MADVISE, HPR_THP_UNKNOWN };
-enum { HPR_SHMEM_ALWAYS, HPR_SHMEM_WITHIN_SIZE, HPR_SHMEM_ADVISE,
-       HPR_SHMEM_NEVER, HPR_SHMEM_DENY, HPR_SHMEM_FORCE, HPR_SHMEM_UNKNOWN };
 
+/* Fill *info (the first size bytes; see "Versioned structs" above).
+ * Errors: -EINVAL (NULL, or size smaller than hpregion 0.1's struct). */
+HPR_API int hpr_probe_sized(struct hpr_probe_info *info, size_t size);
+#ifdef HPR_BUILDING_LIBRARY
+/* The 0.1 entry point, kept for binaries built against 0.1: info is the 0.1
+ * layout. */
 HPR_API int hpr_probe(struct hpr_probe_info *info);
+#else
+/* hpr_probe_sized() with the size of this header's struct hpr_probe_info. */
+static inline int hpr_probe(struct hpr_probe_info *info)
+{
+	return hpr_probe_sized(info, sizeof(*info));
+}
+#endif
 
 /* Explain err (a negative errno from this library). When err is what this
  * thread's latest call into the library returned, the text has that

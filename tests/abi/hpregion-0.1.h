@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hpregion — large memory regions really backed by huge pages.
+ *
+ * One API over the three ways Linux hands out huge pages: anonymous THP,
+ * shmem/tmpfs mounted huge=, and hugetlbfs. Regions are created, faulted in
+ * by parallel NUMA-aware workers, given back lazily, collapsed on demand and
+ * measured from what the kernel reports (smaps), not from bookkeeping.
+ *
+ * Conventions (see docs/design.md):
+ *  - Every function that can fail returns 0 or a negative errno. errno is
+ *    never the only report. hpr_strerror() explains an error and says what
+ *    to do about it.
+ *  - Thread safety: all functions on one region may be called concurrently
+ *    from any thread, except hpr_destroy(), which must not race with any
+ *    other call on the same region. Different regions are independent.
+ *  - fork(): allowed at any time, from any thread, also while the library
+ *    works; the child may use the library at once (pthread_atfork handlers
+ *    leave no library lock held in it). The child does not inherit
+ *    the workers, the PSI reclaimer, io_uring rings or the pagemap fd; it
+ *    gets its own on demand. A background prefault running in the parent
+ *    is -ECANCELED in the child (hpr_prefault_wait); a huge page a parent
+ *    thread had in flight is absent there (hpr_fault_in populates it again,
+ *    keeping its bytes). Inherited regions: THP is a copy-on-write snapshot
+ *    the child may use fully (the first write to a huge page both processes
+ *    map splits the writer's PMD; hpr_collapse restores it); HPR_F_SHARED
+ *    shmem/hugetlb is shared (agree on who releases what); private
+ *    shmem/hugetlb is MADV_DONTFORK, not inherited: hpr_base() is NULL and
+ *    every call but hpr_destroy() is -ENXIO. mlock is not inherited. Details
+ *    in hpregion(7), FORK.
+ *  - The library never prints, never aborts and never changes system-wide
+ *    settings. Install a log callback with hpr_set_log() to see its reasons.
+ */
+#ifndef HPREGION_HPREGION_H
+#define HPREGION_HPREGION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(HPR_BUILDING_LIBRARY) && defined(__GNUC__)
+#define HPR_API __attribute__((visibility("default")))
+#else
+#define HPR_API
+#endif
+
+#define HPR_VERSION_MAJOR 0
+#define HPR_VERSION_MINOR 1
+#define HPR_VERSION_PATCH 0
+
+typedef struct hpr_region hpr_region;
+
+enum hpr_backend {
+	HPR_BACKEND_AUTO = 0, /* hugetlb -> shmem on a huge tmpfs (path) -> THP */
+	HPR_BACKEND_THP,      /* private anonymous memory, MADV_HUGEPAGE */
+	HPR_BACKEND_SHMEM,    /* file on tmpfs mounted huge=, or a memfd */
+	HPR_BACKEND_HUGETLB,  /* file on hugetlbfs, or an MFD_HUGETLB memfd */
+};
+
+enum hpr_numa_policy {
+	HPR_NUMA_DEFAULT = 0, /* the thread's policy, usually local first touch */
+	HPR_NUMA_BIND,	      /* only on numa_nodes; fail rather than spill */
+	HPR_NUMA_INTERLEAVE,  /* round robin across numa_nodes */
+	HPR_NUMA_PREFERRED,   /* first node of numa_nodes, spill elsewhere */
+};
+
+/*
+ * Flags for hpr_config.flags. Unknown bits are -EINVAL.
+ * HPR_F_FALLBACK: where huge pages can't be had the way asked, take another
+ * backend's (HUGETLB on a short pool: THP, or a shmem memfd when shared),
+ * then base pages; hpr_stats() .fallback says what was delivered.
+ * HPR_F_PSI_RECLAIM: hpr_create fails if the PSI trigger cannot be armed.
+ */
+#define HPR_F_SHARED (1u << 0)	       /* MAP_SHARED; hpr_fd() can be passed on */
+#define HPR_F_FALLBACK (1u << 1)       /* allow another backend, then base pages */
+#define HPR_F_PREFAULT (1u << 2)       /* fault everything in before create returns */
+#define HPR_F_PREFAULT_ASYNC (1u << 3) /* start background prefault at create */
+#define HPR_F_LOCK (1u << 4)	       /* mlock the region (after prefault) */
+#define HPR_F_KEEP_FILE (1u << 5)      /* keep the file under path after destroy */
+#define HPR_F_GUARD (1u << 6)	       /* debug: released pages PROT_NONE until faulted */
+#define HPR_F_PSI_RECLAIM (1u << 7)    /* reclaim lazily released pages under PSI pressure */
+#define HPR_F_ALL_                                                              \
+	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | \
+	 HPR_F_LOCK | HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
+
+/*
+ * Region configuration. Fill it with hpr_config_init() and set what you need.
+ * hpr_config_init() records sizeof(struct hpr_config) as seen by the caller's
+ * header in struct_size, so a caller built against an older header keeps
+ * working (missing fields take their defaults) and a caller built against a
+ * newer one is refused with -E2BIG only if it set a field this library does
+ * not know.
+ */
+struct hpr_config {
+	size_t struct_size;	 /* set by hpr_config_init(); do not touch */
+	size_t size;		 /* bytes, rounded up to page_size */
+	enum hpr_backend backend;
+	size_t page_size;	 /* 0: default huge page size of the backend */
+	const char *path;	 /* dir on tmpfs huge= or hugetlbfs; NULL: memfd */
+	const char *name;	 /* label: file/memfd name, VMA name, stats;
+				    1-40 printable ASCII bytes, one file
+				    name component (see hpr_create) */
+	unsigned flags;		 /* HPR_F_* */
+	enum hpr_numa_policy numa_policy;
+	const char *numa_nodes;	 /* "0", "0-1", "0,2", "all"; NULL: all */
+	unsigned workers;	 /* fault-in threads; 0: one per allowed CPU */
+	size_t lazy_budget;	 /* shmem/hugetlb: lazily released bytes kept
+				    before reclaim punches holes; 0: no limit */
+	unsigned psi_stall_us;	 /* HPR_F_PSI_RECLAIM: "some" stall per 1 s
+				    window that triggers reclaim (doubled over
+				    a 2 s window without CAP_SYS_RESOURCE,
+				    Linux 6.5+); 0: 100000 (100 ms) */
+};
+
+HPR_API void hpr_config_init_sized(struct hpr_config *cfg, size_t struct_size);
+
+/* Fill @cfg with defaults: AUTO backend, default page size, memfd, 0 flags. */
+static inline void hpr_config_init(struct hpr_config *cfg)
+{
+	hpr_config_init_sized(cfg, sizeof(*cfg));
+}
+
+/*
+ * Create a region. On success *out holds the region and 0 is returned.
+ * Errors: -EINVAL (bad config: size 0 or overflowing, unknown backend, flag
+ * or policy, page size not offered, path not on tmpfs/hugetlbfs, bad
+ * nodestring, a name that is not 1-40 bytes of printable ASCII without
+ * spaces, '/', \ ` $ [ ] or is "." or ".."), -ENOENT (path missing),
+ * -ENOTDIR, -EACCES, -ENOMEM (hugetlb
+ * pool or memory too small), -ENOSPC (mount's size= too small),
+ * -EOPNOTSUPP (huge pages can't be had this way and no HPR_F_FALLBACK;
+ * HPR_F_PSI_RECLAIM and the kernel has no PSI or refuses the trigger),
+ * -EACCES/-EPERM (HPR_F_PSI_RECLAIM: no right to arm a trigger on the
+ * cgroup's memory.pressure or /proc/pressure/memory), -E2BIG (config
+ * fields unknown to this library are set), or an error of the prefault
+ * when HPR_F_PREFAULT is set. After a failure nothing is left mapped, no
+ * file is left behind (HPR_F_KEEP_FILE included) and hugetlb reservations
+ * are returned. The backing file on path is created (O_EXCL, O_NOFOLLOW)
+ * relative to the directory that was opened and checked, so a path
+ * component swapped for a symlink meanwhile cannot move it off that mount.
+ */
+HPR_API int hpr_create(const struct hpr_config *cfg, hpr_region **out);
+
+/* Unmap and free the region; stops background work first. NULL is a no-op
+ * returning 0. Must not race with other calls on the same region. */
+HPR_API int hpr_destroy(hpr_region *r);
+
+HPR_API void *hpr_base(const hpr_region *r);
+HPR_API size_t hpr_size(const hpr_region *r);
+HPR_API size_t hpr_page_size(const hpr_region *r);
+HPR_API enum hpr_backend hpr_backend_of(const hpr_region *r);
+/* The backing fd (shmem, hugetlb), or -1 for private anonymous memory. */
+HPR_API int hpr_fd(const hpr_region *r);
+HPR_API const char *hpr_name(const hpr_region *r);
+HPR_API const char *hpr_backend_name(enum hpr_backend b);
+
+/*
+ * Fault [off, off+len) in, widened to whole huge pages, using the region's
+ * workers, and return when done. Each huge page is populated exactly once
+ * however many threads ask. Pages the background prefault has not reached
+ * are served by the caller at once.
+ * Errors: -EINVAL (range outside the region), -ENOMEM (hugetlb pool, cgroup
+ * or memory exhausted), -ENOSPC (the mount's size= is full), -EHWPOISON,
+ * -EOPNOTSUPP (the pages came out small, no fallback, collapse failed),
+ * -ECANCELED (not used by fault-in). -ENOMEM also when HPR_F_GUARD cannot
+ * unprotect a released page because the process is at vm.max_map_count
+ * (hpr_strerror() says which). hpr_fault_error() gives the first failing
+ * offset.
+ */
+HPR_API int hpr_fault_in(hpr_region *r, size_t off, size_t len);
+
+/* Start faulting [off, off+len) in on the workers and return at once.
+ * -EBUSY if a background job is already running or not yet waited for (of
+ * concurrent calls exactly one starts it). */
+HPR_API int hpr_prefault_start(hpr_region *r, size_t off, size_t len);
+/* Wait for the background job; returns its first error, -ECANCELED if it
+ * was cancelled (or, in a forked child, was the parent's), 0 if none was
+ * started. */
+HPR_API int hpr_prefault_wait(hpr_region *r);
+/* Bytes of the background job done so far, and its total. */
+HPR_API int hpr_prefault_progress(hpr_region *r, size_t *done, size_t *total);
+/* Ask the background job to stop after the pages in flight. Returns 0 even
+ * when there is no job. Follow with hpr_prefault_wait(). */
+HPR_API int hpr_prefault_cancel(hpr_region *r);
+/* The first fault error recorded for the region and its offset (-1 if none).
+ * Returns the error (0 if none). Cleared by a successful fault of that page. */
+HPR_API int hpr_fault_error(const hpr_region *r, size_t *off);
+
+/*
+ * Give [off, off+len) back lazily; its contents become undefined. Only whole
+ * huge pages are released; partial ones are remembered until the rest of
+ * the huge page is released too. Call hpr_fault_in() before writing the
+ * range again; each 4 KiB page then holds its old data or zeros, never data
+ * from elsewhere. THP: MADV_FREE. shmem/hugetlb, and locked memory
+ * (HPR_F_LOCK or the application's mlockall: the kernel refuses MADV_FREE
+ * there): a state change only, the memory stays resident; hpr_reclaim(),
+ * the lazy budget or PSI pressure give it back later.
+ * Errors: -EINVAL (range), -ENOMEM (HPR_F_GUARD: the process is at
+ * vm.max_map_count; the pages stay unreleased and intact), -ENXIO (a
+ * forked child and a private file-backed region it did not inherit).
+ */
+HPR_API int hpr_release_lazy(hpr_region *r, size_t off, size_t len);
+/* Discard up to max_bytes (0: all) of lazily released memory now. Locked
+ * memory too (MADV_DONTNEED_LOCKED on THP, Linux 5.18; -EPERM before); a
+ * later hpr_fault_in brings a page back, locked again. */
+HPR_API int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed);
+/*
+ * MADV_COLLAPSE [off, off+len) on the workers. *collapsed (may be NULL) is
+ * the number of bytes of the range PMD-mapped afterwards, measured from the
+ * kernel. Errors: -EINVAL, -EOPNOTSUPP (kernel < 6.1 or backend/mount can't),
+ * -ENOMEM (no free huge page), -EAGAIN (pages busy after retries).
+ */
+HPR_API int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed);
+
+#define HPR_MAX_NODES 64
+
+struct hpr_stats {
+	size_t size;		/* bytes mapped */
+	size_t resident;	/* kernel: bytes of the region mapped */
+	size_t huge_mapped;	/* kernel: of those, PMD- or hugetlb-mapped */
+	size_t lazy;		/* THP: kernel LazyFree; shmem/hugetlb: released
+				   and not yet reclaimed (table) */
+	enum hpr_backend backend;
+	size_t page_size;
+	size_t pages_total;	/* huge pages in the region */
+	size_t pages_present;	/* table: faulted in */
+	size_t pages_lazy;	/* table: released, not reclaimed */
+	uint64_t populate_calls; /* populate syscalls issued */
+	uint64_t reclaimed_bytes;  /* total discarded by reclaim */
+	uint64_t collapsed_pages;  /* huge pages MADV_COLLAPSE succeeded on */
+	size_t small_mapped;	/* resident but not huge-mapped (fallback) */
+	unsigned nr_nodes;	/* entries valid in node_resident */
+	size_t node_resident[HPR_MAX_NODES]; /* move_pages query per node */
+	int snapshot_io;	/* last save/load: 1 io_uring, 2 pread/pwrite */
+	/* What was asked for and what was delivered (carved out of
+	 * reserved_: the struct keeps its size and layout). */
+	int requested;		/* enum hpr_backend the config asked for */
+	unsigned fallback;	/* HPR_FALLBACK_*: 0 when delivered as asked */
+	uint64_t reserved_[15];
+};
+#define HPR_IO_URING 1
+#define HPR_IO_PREADWRITE 2
+/*
+ * hpr_stats.fallback, how HPR_F_FALLBACK changed the region:
+ * HPR_FALLBACK_BACKEND     not the backend asked for (a short hugetlb pool
+ *                          gave THP, or a shmem memfd when shared);
+ * HPR_FALLBACK_BASE_PAGES  made on base pages: huge pages could not be had
+ *                          at all and none are attempted (no MADV_HUGEPAGE,
+ *                          no MADV_COLLAPSE).
+ * huge_mapped and small_mapped say how much is huge now, from the kernel.
+ */
+#define HPR_FALLBACK_BACKEND (1u << 0)
+#define HPR_FALLBACK_BASE_PAGES (1u << 1)
+
+/* Fill *st from the kernel and the library's counters. resident and
+ * huge_mapped cover exactly the region's range: PAGEMAP_SCAN (Linux 6.7),
+ * before that smaps of the region's VMAs, which nothing else can merge
+ * into (a 4 KiB PROT_NONE guard page on each side of every region).
+ * Per-node residency costs a move_pages() query per huge page. Errors:
+ * -EINVAL (NULL argument), or the errno of reading /proc/self/smaps. */
+HPR_API int hpr_stats(hpr_region *r, struct hpr_stats *st);
+
+/*
+ * Snapshots (docs/snapshot.md, hpr_save(3), hpr_load(3)).
+ *
+ * hpr_save() writes the region's contents to fd, a regular file opened for
+ * writing (not O_APPEND), which it truncates and rewrites: a header, a page
+ * table with a checksum per huge page, and each huge page that holds
+ * data at a page-size-aligned offset. Pages that were never faulted, were
+ * released (hpr_release_lazy: their contents are undefined) or are all
+ * zeros are holes: nothing is written there, so the file is sparse. The
+ * header goes last, so an interrupted save is never taken for a snapshot.
+ * Writers must be quiet while a save runs (the pages are read in place).
+ * Errors: -EINVAL (NULL region, unknown flags, fd not a regular file or
+ * O_APPEND), -EBADF (fd not open for writing), -EFAULT (a region page
+ * cannot be read: mprotect()ed, or its file truncated), -ENOSPC, -EFBIG,
+ * -EIO. Errors found before writing (all but the last three) leave the
+ * file untouched; a save that fails part-way truncates it to 0 bytes;
+ * hpr_load() refuses both an empty file and one a killed save left (its
+ * header is zeros: the header is written last).
+ *
+ * hpr_load() reads such a file into a region of the same size and page
+ * size (any backend). It checks the header, the table and the file's
+ * extents (holes inside a data page are fine: sparse copies made by cp or
+ * rsync -S read back the same zeros, and each page has a checksum; a data
+ * page that is all hole is not), and that the pages it will fault in fit
+ * in the hugetlb pool or the region's tmpfs, before it touches the
+ * region; then it faults in exactly the saved pages as it reads them (on
+ * the region's workers) and verifies each page's checksum; pages the
+ * snapshot has as holes are dropped from the
+ * region, so afterwards exactly the saved pages are resident -- except in a
+ * locked region (HPR_F_LOCK, mlockall), where they are zeroed in place and
+ * everything stays resident and locked. Guard-mode regions (HPR_F_GUARD)
+ * work: released pages are unprotected through the fault table. *changed
+ * (may be NULL) receives the bytes of the region that were changed: on
+ * success the saved pages plus the dropped ones; on failure only pages
+ * that held contents before and were overwritten -- pages that were absent
+ * are dropped again, so a failed load into a fresh region changes nothing.
+ * Errors: -EINVAL (not a snapshot, region size or page size differs,
+ * format version or flags unknown), -EBADMSG (truncated, corrupted header,
+ * table or page), -EBADF (fd not open for reading), -ENOMEM (faulting in
+ * ran out of memory or hugetlb pages), -EIO.
+ *
+ * I/O goes through io_uring (a queue of 2 MiB reads/writes in flight per
+ * worker) with O_DIRECT where the file system supports it; where io_uring
+ * is unavailable (io_uring_disabled, seccomp) through pread/pwrite with
+ * the same results. hpr_stats() reports which in snapshot_io. fd's file
+ * position is not changed. When either call returns, no I/O of it is in
+ * flight and nothing holds the region's pages (region memory is never
+ * registered with io_uring): hpr_reclaim() and hpr_destroy() give hugetlb
+ * pages back to the pool at once, whether or not fd stays open.
+ */
+#define HPR_SNAP_NO_URING (1u << 0) /* force pread/pwrite */
+#define HPR_SNAP_NO_DIRECT (1u << 1) /* never use O_DIRECT (page cache I/O) */
+#define HPR_SNAP_SYNC (1u << 2) /* save: fdatasync the data, then write and
+				   fdatasync the header */
+HPR_API int hpr_save(hpr_region *r, int fd, unsigned flags);
+HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
+
+/* What this machine offers; read once, cached, never written. */
+struct hpr_probe_info {
+	int thp_enabled;       /* HPR_THP_* */
+	int thp_defrag;	       /* HPR_THP_* */
+	int shmem_enabled;     /* HPR_SHMEM_* */
+	size_t thp_pmd_size;
+	unsigned nr_hugetlb_sizes;
+	struct {
+		size_t page_size;
+		unsigned long total, free, reserved, surplus;
+		unsigned long node_free[HPR_MAX_NODES];
+		unsigned long node_total[HPR_MAX_NODES];
+		long long cgroup_limit; /* bytes; -1: none */
+	} hugetlb[4];
+	unsigned nr_nodes;
+	bool have_populate;	/* MADV_POPULATE_WRITE (5.14) */
+	bool have_collapse;	/* MADV_COLLAPSE (6.1) */
+	bool have_pagemap_scan; /* PAGEMAP_SCAN (6.7) */
+	bool have_anon_vma_name; /* PR_SET_VMA_ANON_NAME (5.17) */
+	bool have_psi;
+	int kernel_major, kernel_minor;
+};
+enum { HPR_THP_ALWAYS, HPR_THP_MADVISE, HPR_THP_NEVER, HPR_THP_DEFER,
+       HPR_THP_DEFER_MADVISE, HPR_THP_UNKNOWN };
+enum { HPR_SHMEM_ALWAYS, HPR_SHMEM_WITHIN_SIZE, HPR_SHMEM_ADVISE,
+       HPR_SHMEM_NEVER, HPR_SHMEM_DENY, HPR_SHMEM_FORCE, HPR_SHMEM_UNKNOWN };
+
+HPR_API int hpr_probe(struct hpr_probe_info *info);
+
+/* Explain err (a negative errno from this library). When err is what this
+ * thread's latest call into the library returned, the text has that
+ * failure's details (counts, paths, which knob to turn), including those
+ * of a failure on one of the region's worker threads; each call that can
+ * fail starts by forgetting the previous call's details, so they are never
+ * an earlier call's. Never NULL. */
+HPR_API const char *hpr_strerror(int err);
+HPR_API const char *hpr_version(void);
+
+enum hpr_log_level { HPR_LOG_ERROR, HPR_LOG_WARN, HPR_LOG_INFO, HPR_LOG_DEBUG };
+typedef void (*hpr_log_fn)(enum hpr_log_level level, const char *msg, void *arg);
+/* Install a process-wide log callback (NULL: silent, the default). */
+HPR_API void hpr_set_log(hpr_log_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HPREGION_HPREGION_H */
