@@ -341,18 +341,3 @@ const char *hpr_name(const hpr_region *r)
 {
 	return r ? r->name : NULL;
 }
-
-const char *hpr_backend_name(enum hpr_backend b)
-{
-	switch (b) {
-	case HPR_BACKEND_AUTO:
-		return "auto";
-	case HPR_BACKEND_THP:
-		return "thp";
-	case HPR_BACKEND_SHMEM:
-		return "shmem";
-	case HPR_BACKEND_HUGETLB:
-		return "hugetlb";
-	}
-	return "unknown";
-}
