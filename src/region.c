@@ -208,6 +208,82 @@ static int region_free(hpr_region *r)
 	return rc;
 }
 
+/* A region with nothing set up yet: what region_free() can always undo. */
+static hpr_region *region_alloc(const struct hpr_config *c)
+{
+	hpr_region *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->fd = -1;
+	r->dir_fd = -1;
+	r->flags = c->flags;
+	r->lazy_budget = c->lazy_budget;
+	r->psi_stall_us = c->psi_stall_us ? c->psi_stall_us : 100000;
+	snprintf(r->name, sizeof(r->name), "%s", c->name ? c->name : "region");
+	pthread_mutex_init(&r->partial_mu, NULL);
+	pthread_mutex_init(&r->rel_mu, NULL);
+	atomic_store(&r->fault_err_off, (size_t)-1);
+	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
+	r->psi_fd = -1;
+	hpr__pool_init(r);
+	return r;
+}
+
+/* The memory: NUMA policy, the backend's mapping, the fault table. */
+static int region_map(hpr_region *r, const struct hpr_config *c)
+{
+	int rc = hpr__numa_setup(&r->numa, c->numa_policy, c->numa_nodes);
+
+	if (rc)
+		return rc;
+	r->nworkers = c->workers ? c->workers : default_workers(r);
+	rc = hpr__backend_create(r, c);
+	if (rc)
+		return rc;
+	r->state = calloc(r->npages, sizeof(*r->state));
+	r->partial = calloc(r->npages, sizeof(*r->partial));
+	if (!r->state || !r->partial)
+		return hpr__fail(-ENOMEM,
+				 "hpr_create: cannot allocate the fault table for %zu pages",
+				 r->npages);
+	return 0;
+}
+
+/* What the flags ask for at create: prefault, mlock, the reclaimer's
+ * trigger, a background prefault. */
+static int region_start(hpr_region *r, const struct hpr_config *c)
+{
+	int rc;
+
+	if (c->flags & (HPR_F_PREFAULT | HPR_F_LOCK)) {
+		/* HPR_F_LOCK: mlock would fault everything in on one thread;
+		 * do it in parallel first */
+		rc = hpr_fault_in(r, 0, r->size);
+		if (rc)
+			return rc;
+	}
+	if (c->flags & HPR_F_LOCK) {
+		rc = hpr__os->mlock(r->base, r->size);
+		if (rc) {
+			char sz[32];
+
+			return hpr__fail(rc,
+					 "hpr_create: mlock of %s failed (%s): raise "
+					 "RLIMIT_MEMLOCK (ulimit -l) or run with "
+					 "CAP_IPC_LOCK",
+					 hpr__fmt_size(r->size, sz, sizeof(sz)), strerror(-rc));
+		}
+		r->locked = true;
+	}
+	rc = hpr__release_init(r);
+	if (rc)
+		return rc;
+	if (c->flags & HPR_F_PREFAULT_ASYNC)
+		return hpr_prefault_start(r, 0, r->size);
+	return 0;
+}
+
 int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 {
 	char why[HPR__ERR_MSG];
@@ -221,69 +297,19 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	*out = NULL;
 	if ((rc = config_copy(cfg, &c)) || (rc = config_check(&c)))
 		return rc;
-
-	r = calloc(1, sizeof(*r));
+	r = region_alloc(&c);
 	if (!r)
 		return hpr__fail(-ENOMEM, "hpr_create: out of memory");
-	r->fd = -1;
-	r->dir_fd = -1;
-	r->flags = c.flags;
-	r->lazy_budget = c.lazy_budget;
-	r->psi_stall_us = c.psi_stall_us ? c.psi_stall_us : 100000;
-	snprintf(r->name, sizeof(r->name), "%s", c.name ? c.name : "region");
-	pthread_mutex_init(&r->partial_mu, NULL);
-	pthread_mutex_init(&r->rel_mu, NULL);
-	atomic_store(&r->fault_err_off, (size_t)-1);
-	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
-	r->psi_fd = -1;
-	hpr__pool_init(r);
-
-	rc = hpr__numa_setup(&r->numa, c.numa_policy, c.numa_nodes);
-	if (rc)
-		goto fail;
-	r->nworkers = c.workers ? c.workers : default_workers(r);
-
-	rc = hpr__backend_create(r, &c);
-	if (rc)
-		goto fail;
-
-	r->state = calloc(r->npages, sizeof(*r->state));
-	r->partial = calloc(r->npages, sizeof(*r->partial));
-	if (!r->state || !r->partial) {
-		rc = hpr__fail(-ENOMEM,
-			       "hpr_create: cannot allocate the fault table "
-			       "for %zu pages",
-			       r->npages);
-		goto fail;
-	}
-	if (c.flags & (HPR_F_PREFAULT | HPR_F_LOCK)) {
-		/* HPR_F_LOCK: mlock would fault everything in on one thread;
-		 * do it in parallel first */
-		rc = hpr_fault_in(r, 0, r->size);
-		if (rc)
-			goto fail;
-	}
-	if (c.flags & HPR_F_LOCK) {
-		rc = hpr__os->mlock(r->base, r->size);
-		if (rc) {
-			char sz[32];
-
-			rc = hpr__fail(rc,
-				       "hpr_create: mlock of %s failed (%s): raise "
-				       "RLIMIT_MEMLOCK (ulimit -l) or run with "
-				       "CAP_IPC_LOCK",
-				       hpr__fmt_size(r->size, sz, sizeof(sz)), strerror(-rc));
-			goto fail;
-		}
-		r->locked = true;
-	}
-	rc = hpr__release_init(r);
-	if (rc)
-		goto fail;
-	if (c.flags & HPR_F_PREFAULT_ASYNC) {
-		rc = hpr_prefault_start(r, 0, r->size);
-		if (rc)
-			goto fail;
+	rc = region_map(r, &c);
+	if (!rc)
+		rc = region_start(r, &c);
+	if (rc) {
+		/* the clean-up calls public functions that start by clearing
+		 * this thread's detail: keep the failure's */
+		hpr__err_save(rc, why, sizeof(why));
+		r->flags &= ~HPR_F_KEEP_FILE; /* a failed create leaves no file */
+		region_free(r);
+		return hpr__err_adopt(rc, why);
 	}
 	fork_track(r);
 	*out = r;
@@ -291,14 +317,6 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	 * the AUTO chain or HPR_F_FALLBACK fell back from */
 	hpr__err_clear();
 	return 0;
-
-fail:
-	/* the clean-up calls public functions that start by clearing this
-	 * thread's detail: keep the failure's */
-	hpr__err_save(rc, why, sizeof(why));
-	r->flags &= ~HPR_F_KEEP_FILE; /* a failed create leaves no file */
-	region_free(r);
-	return hpr__err_adopt(rc, why);
 }
 
 int hpr_destroy(hpr_region *r)
