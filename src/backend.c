@@ -109,8 +109,8 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	/* any length: with a few hundred mounts (Kubernetes nodes, snaps) it
 	 * is past 64 KiB, and a mount past a fixed buffer read as huge=never */
 	got = hpr__os->read_all("/proc/self/mountinfo", &mi);
-	if (got > 0 && !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev),
-					    minor(st.st_dev), real, &mnt)) {
+	if (got > 0 &&
+	    !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev), minor(st.st_dev), real, &mnt)) {
 		char v[32];
 
 		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1) {
@@ -180,16 +180,16 @@ static int map_aligned(hpr_region *r, int flags, int fd)
 	 * the guards differ from a region page made PROT_NONE by guard mode */
 	rc = hpr__os->mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &res);
 	if (rc)
-		return hpr__fail(rc, "cannot reserve %zu bytes of address space: %s",
-				 span, strerror(-rc));
+		return hpr__fail(rc, "cannot reserve %zu bytes of address space: %s", span,
+				 strerror(-rc));
 	a = ((uintptr_t)res + GUARD + r->page_size - 1) & ~(uintptr_t)(r->page_size - 1);
 	end = (uintptr_t)res + span;
 	if (a - GUARD > (uintptr_t)res)
 		hpr__os->munmap(res, a - GUARD - (uintptr_t)res);
 	if (end > a + r->size + GUARD)
 		hpr__os->munmap((void *)(a + r->size + GUARD), end - (a + r->size + GUARD));
-	rc = hpr__os->mmap((void *)a, r->size, PROT_READ | PROT_WRITE, flags | MAP_FIXED,
-			   fd, 0, &got);
+	rc = hpr__os->mmap((void *)a, r->size, PROT_READ | PROT_WRITE, flags | MAP_FIXED, fd, 0,
+			   &got);
 	if (rc) {
 		/*
 		 * A failed MAP_FIXED file mapping may leave [a, a+size) unmapped
@@ -224,8 +224,7 @@ static int thp_mode(void)
 	ssize_t got;
 	int k;
 
-	snprintf(p, sizeof(p),
-		 "/sys/kernel/mm/transparent_hugepage/hugepages-%zukB/enabled",
+	snprintf(p, sizeof(p), "/sys/kernel/mm/transparent_hugepage/hugepages-%zukB/enabled",
 		 hpr__caps()->info.thp_pmd_size >> 10);
 	got = hpr__os->read_file(p, buf, sizeof(buf));
 	if (got <= 0)
@@ -251,8 +250,9 @@ static void set_sizes(hpr_region *r, size_t size, size_t ps)
 static int check_size(const struct hpr_config *c, size_t ps)
 {
 	if (c->size > SIZE_MAX - ps)
-		return hpr__fail(-EINVAL, "hpr_create: size %#zx overflows when rounded "
-					  "up to the page size",
+		return hpr__fail(-EINVAL,
+				 "hpr_create: size %#zx overflows when rounded "
+				 "up to the page size",
 				 c->size);
 	return 0;
 }
@@ -264,8 +264,8 @@ static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
 	int rc;
 
 	if (c->page_size && c->page_size != ps)
-		return hpr__fail(-EINVAL, "THP page size is %zu on this machine, not %zu",
-				 ps, c->page_size);
+		return hpr__fail(-EINVAL, "THP page size is %zu on this machine, not %zu", ps,
+				 c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
 	set_sizes(r, c->size, ps);
@@ -274,8 +274,8 @@ static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
 	r->fault_huge = !degrade;
 	rc = map_aligned(r, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
 	if (rc)
-		return hpr__fail(rc, "cannot map %zu bytes of anonymous memory: %s",
-				 r->size, strerror(-rc));
+		return hpr__fail(rc, "cannot map %zu bytes of anonymous memory: %s", r->size,
+				 strerror(-rc));
 	if (!degrade)
 		hpr__os->madvise(r->base, r->size, MADV_HUGEPAGE);
 	{
@@ -308,8 +308,7 @@ static void shmem_policy(int mount_huge, bool memfd, bool *fault, bool *coll)
 		*fault = g == HPR_SHMEM_ALWAYS || g == HPR_SHMEM_WITHIN_SIZE ||
 			 g == HPR_SHMEM_ADVISE;
 	else
-		*fault = mount_huge == HPR_SHMEM_ALWAYS ||
-			 mount_huge == HPR_SHMEM_WITHIN_SIZE ||
+		*fault = mount_huge == HPR_SHMEM_ALWAYS || mount_huge == HPR_SHMEM_WITHIN_SIZE ||
 			 mount_huge == HPR_SHMEM_ADVISE || mount_huge == HPR_SHMEM_FORCE;
 }
 
@@ -387,8 +386,8 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 
 	rc = hpr__os->ftruncate(r->fd, (off_t)r->size);
 	if (rc)
-		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s",
-				 r->size, strerror(-rc));
+		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s", r->size,
+				 strerror(-rc));
 	/* fallocate before populate does not pay: the zeroing is the same
 	 * and it adds a syscall and (shmem) a second page-cache pass.
 	 * bench/prefault, 6.18, 2 GiB: within noise at 1 worker, slower
@@ -434,8 +433,8 @@ static int map_file(hpr_region *r, const struct hpr__mountcheck *m)
 	return rc;
 }
 
-static int setup_shmem(hpr_region *r, const struct hpr_config *c,
-		       const struct hpr__mountcheck *m, bool degrade)
+static int setup_shmem(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m,
+		       bool degrade)
 {
 	const struct hpr__caps *caps = hpr__caps();
 	size_t ps = caps->info.thp_pmd_size;
@@ -443,8 +442,9 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c,
 	int rc;
 
 	if (c->page_size && c->page_size != ps)
-		return hpr__fail(-EINVAL, "shmem huge page size is %zu on this machine, "
-					  "not %zu",
+		return hpr__fail(-EINVAL,
+				 "shmem huge page size is %zu on this machine, "
+				 "not %zu",
 				 ps, c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
@@ -494,8 +494,7 @@ static size_t default_hugetlb_size(void)
 }
 
 /* Can the hugetlb pool hold npages now? Fills why on no. */
-static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why,
-			size_t wlen)
+static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen)
 {
 	unsigned long total = 0, free_ = 0, resv = 0, surp = 0, over = 0;
 	char p[160], b[32], sz[32], knob[96];
@@ -538,11 +537,12 @@ static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why,
 				nfree += f;
 		}
 		if (nfree < npages) {
-			snprintf(why, wlen,
-				 "the bound NUMA nodes have %lu free %s hugetlb pages, "
-				 "region needs %zu: raise "
-				 "/sys/devices/system/node/nodeN/hugepages/hugepages-%zukB/nr_hugepages",
-				 nfree, sz, npages, ps >> 10);
+			snprintf(
+				why, wlen,
+				"the bound NUMA nodes have %lu free %s hugetlb pages, "
+				"region needs %zu: raise "
+				"/sys/devices/system/node/nodeN/hugepages/hugepages-%zukB/nr_hugepages",
+				nfree, sz, npages, ps >> 10);
 			return -ENOMEM;
 		}
 	}
@@ -559,8 +559,7 @@ static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why,
 	return 0;
 }
 
-static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
-			 const struct hpr__mountcheck *m)
+static int setup_hugetlb(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
 {
 	size_t ps = m ? m->page_size : (c->page_size ? c->page_size : default_hugetlb_size());
 	char why[400], sz[32];
@@ -587,8 +586,9 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c,
 	if (m && m->avail < r->size) {
 		char a[32];
 
-		return hpr__fail(-ENOSPC, "hugetlbfs at '%s' has %s free (size=), region "
-					  "needs %s: remount with a larger size=",
+		return hpr__fail(-ENOSPC,
+				 "hugetlbfs at '%s' has %s free (size=), region "
+				 "needs %s: remount with a larger size=",
 				 c->path, hpr__fmt_size((size_t)m->avail, a, sizeof(a)),
 				 hpr__fmt_size(r->size, sz, sizeof(sz)));
 	}
@@ -658,89 +658,120 @@ static int setup_hugetlb_fallback(hpr_region *r, const struct hpr_config *c)
 	return setup_shmem(r, c, NULL, true);
 }
 
-static int create_auto(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
+/* The errors an attempt at huge pages may be fallen back from: no pool or
+ * no room (hugetlb), huge pages not to be had this way (every backend). */
+static const int soft_hugetlb[] = { -ENOMEM, -EOPNOTSUPP, -ENOSPC, 0 };
+static const int soft_hugetlb_explicit[] = { -ENOMEM, -EOPNOTSUPP, 0 };
+static const int soft_other[] = { -EOPNOTSUPP, 0 };
+
+/*
+ * One attempt at huge pages from backend b. With soft (the caller can fall
+ * back) the attempt is quiet: an error in soft comes back with the region
+ * reset for the next attempt, any other is final and logged as the error it
+ * is. Without soft, the error is the caller's as the attempt reported it.
+ */
+static int try_huge(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m,
+		    enum hpr_backend b, const int *soft)
 {
-	bool shared = c->flags & HPR_F_SHARED;
-	char reasons[900] = "";
-	size_t used = 0;
 	int rc;
 
-#define NOTE(...)                                                                    \
-	do {                                                                         \
-		int n_ = snprintf(reasons + used, sizeof(reasons) - used, __VA_ARGS__); \
-		if (n_ > 0 && (size_t)n_ < sizeof(reasons) - used)                  \
-			used += (size_t)n_;                                          \
-	} while (0)
-
-	/* 1. hugetlb */
-	{
-		bool on_htlb = m && m->fstype == (long)HUGETLBFS_MAGIC;
-
+	if (soft)
 		hpr__err_quiet(true);
-		rc = setup_hugetlb(r, c, on_htlb ? m : NULL);
-		hpr__err_quiet(false);
-		if (!rc)
-			return finish(r);
-		if (rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -ENOSPC)
-			return unhandled(rc);
-		NOTE("hugetlb: %s; ", hpr_strerror(rc));
-		reset_region(r);
-	}
-	/* 2. shmem on the given tmpfs */
-	if (m && m->fstype == TMPFS_MAGIC) {
-		hpr__err_quiet(true);
+	if (b == HPR_BACKEND_HUGETLB)
+		rc = setup_hugetlb(r, c, m);
+	else if (b == HPR_BACKEND_SHMEM)
 		rc = setup_shmem(r, c, m, false);
+	else
+		rc = setup_thp(r, c, false);
+	if (soft)
 		hpr__err_quiet(false);
-		if (!rc)
-			return finish(r);
-		if (rc != -EOPNOTSUPP)
-			return unhandled(rc);
-		NOTE("shmem: %s; ", hpr_strerror(rc));
-		reset_region(r);
-	}
-	/* 3. THP, or a shmem memfd for a shared region */
-	if (!shared) {
-		if (thp_mode() != HPR_THP_NEVER) {
-			rc = setup_thp(r, c, false);
-			if (!rc)
-				return finish(r);
+	if (!rc || !soft)
+		return rc;
+	for (; *soft; soft++)
+		if (rc == *soft) {
+			reset_region(r);
 			return rc;
 		}
-		NOTE("thp: /sys/kernel/mm/transparent_hugepage/enabled is never; ");
-	} else {
-		hpr__err_quiet(true);
-		rc = setup_shmem(r, c, NULL, false);
-		hpr__err_quiet(false);
-		if (!rc)
-			return finish(r);
-		if (rc != -EOPNOTSUPP)
-			return unhandled(rc);
-		NOTE("shmem memfd: %s; ", hpr_strerror(rc));
-		reset_region(r);
-	}
-	if (c->flags & HPR_F_FALLBACK) {
-		hpr__log(HPR_LOG_INFO,
-			 "region '%s': no huge pages to be had (%s), using "
-			 "base pages (HPR_F_FALLBACK)",
-			 r->name, reasons);
-		if (m && m->fstype == TMPFS_MAGIC)
-			rc = setup_shmem(r, c, m, true);
-		else if (shared)
-			rc = setup_shmem(r, c, NULL, true);
-		else
-			rc = setup_thp(r, c, true);
+	return unhandled(rc);
+}
+
+/* Why each step of the AUTO chain gave up, for the final message. */
+struct reasons {
+	char text[900];
+	size_t used;
+};
+
+static void reason(struct reasons *why, const char *what, const char *text)
+{
+	int n = snprintf(why->text + why->used, sizeof(why->text) - why->used, "%s: %s; ", what,
+			 text);
+
+	if (n > 0 && (size_t)n < sizeof(why->text) - why->used)
+		why->used += (size_t)n;
+}
+
+/* AUTO's last step: base pages where HPR_F_FALLBACK allows, else the
+ * reasons every step gave. */
+static int auto_base_pages(hpr_region *r, const struct hpr_config *c,
+			   const struct hpr__mountcheck *m, const struct reasons *why)
+{
+	int rc;
+
+	if (!(c->flags & HPR_F_FALLBACK))
+		return hpr__fail(-EOPNOTSUPP,
+				 "no backend can give region '%s' huge pages: "
+				 "%sor pass HPR_F_FALLBACK",
+				 r->name, why->text);
+	hpr__log(HPR_LOG_INFO,
+		 "region '%s': no huge pages to be had (%s), using "
+		 "base pages (HPR_F_FALLBACK)",
+		 r->name, why->text);
+	if (m && m->fstype == TMPFS_MAGIC)
+		rc = setup_shmem(r, c, m, true);
+	else if (c->flags & HPR_F_SHARED)
+		rc = setup_shmem(r, c, NULL, true);
+	else
+		rc = setup_thp(r, c, true);
+	return rc ? rc : finish(r);
+}
+
+/* AUTO: hugetlb, then shmem on the given tmpfs, then THP (a shmem memfd
+ * for a shared region), then base pages under HPR_F_FALLBACK. */
+static int create_auto(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
+{
+	struct reasons why = { .used = 0 };
+	bool on_htlb = m && m->fstype == (long)HUGETLBFS_MAGIC;
+	int rc;
+
+	rc = try_huge(r, c, on_htlb ? m : NULL, HPR_BACKEND_HUGETLB, soft_hugetlb);
+	if (rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -ENOSPC)
 		return rc ? rc : finish(r);
+	reason(&why, "hugetlb", hpr_strerror(rc));
+	if (m && m->fstype == TMPFS_MAGIC) {
+		rc = try_huge(r, c, m, HPR_BACKEND_SHMEM, soft_other);
+		if (rc != -EOPNOTSUPP)
+			return rc ? rc : finish(r);
+		reason(&why, "shmem", hpr_strerror(rc));
 	}
-	return hpr__fail(-EOPNOTSUPP, "no backend can give region '%s' huge pages: "
-				      "%sor pass HPR_F_FALLBACK",
-			 r->name, reasons);
-#undef NOTE
+	if (c->flags & HPR_F_SHARED) {
+		rc = try_huge(r, c, NULL, HPR_BACKEND_SHMEM, soft_other);
+		if (rc != -EOPNOTSUPP)
+			return rc ? rc : finish(r);
+		reason(&why, "shmem memfd", hpr_strerror(rc));
+	} else if (thp_mode() != HPR_THP_NEVER) {
+		rc = try_huge(r, c, NULL, HPR_BACKEND_THP, NULL);
+		return rc ? rc : finish(r);
+	} else {
+		reason(&why, "thp", "/sys/kernel/mm/transparent_hugepage/enabled is never");
+	}
+	return auto_base_pages(r, c, m, &why);
 }
 
 /* m: the checked directory of c->path, NULL without a path */
 static int create_backend(hpr_region *r, const struct hpr_config *c,
 			  const struct hpr__mountcheck *m)
 {
+	bool fallback = c->flags & HPR_F_FALLBACK;
 	int rc;
 
 	r->requested = c->backend;
@@ -748,17 +779,16 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 	case HPR_BACKEND_AUTO:
 		return create_auto(r, c, m);
 	case HPR_BACKEND_THP:
-		if (thp_mode() == HPR_THP_NEVER) {
-			if (!(c->flags & HPR_F_FALLBACK))
-				return hpr__fail(-EOPNOTSUPP,
-						 "THP is disabled "
-						 "(/sys/kernel/mm/transparent_hugepage/enabled "
-						 "is never): echo madvise > that file, or pass "
-						 "HPR_F_FALLBACK for base pages");
-			rc = setup_thp(r, c, true);
-		} else {
+		if (thp_mode() != HPR_THP_NEVER)
 			rc = setup_thp(r, c, false);
-		}
+		else if (fallback)
+			rc = setup_thp(r, c, true);
+		else
+			return hpr__fail(-EOPNOTSUPP,
+					 "THP is disabled "
+					 "(/sys/kernel/mm/transparent_hugepage/enabled "
+					 "is never): echo madvise > that file, or pass "
+					 "HPR_F_FALLBACK for base pages");
 		break;
 	case HPR_BACKEND_SHMEM:
 		if (m && m->fstype != TMPFS_MAGIC)
@@ -767,18 +797,11 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 					 "HPR_BACKEND_HUGETLB there, or a tmpfs "
 					 "mounted huge= for shmem",
 					 c->path);
-		if (c->flags & HPR_F_FALLBACK)
-			hpr__err_quiet(true);
-		rc = setup_shmem(r, c, m, false);
-		if (c->flags & HPR_F_FALLBACK)
-			hpr__err_quiet(false);
-		if (rc == -EOPNOTSUPP && (c->flags & HPR_F_FALLBACK)) {
+		rc = try_huge(r, c, m, HPR_BACKEND_SHMEM, fallback ? soft_other : NULL);
+		if (rc == -EOPNOTSUPP && fallback) {
 			hpr__log(HPR_LOG_INFO, "region '%s': %s; using base pages (HPR_F_FALLBACK)",
 				 r->name, hpr_strerror(rc));
-			reset_region(r);
 			rc = setup_shmem(r, c, m, true);
-		} else if (rc && (c->flags & HPR_F_FALLBACK)) {
-			unhandled(rc);
 		}
 		break;
 	case HPR_BACKEND_HUGETLB:
@@ -788,18 +811,12 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 					 "HPR_BACKEND_SHMEM there, or mount -t "
 					 "hugetlbfs",
 					 c->path);
-		if (c->flags & HPR_F_FALLBACK)
-			hpr__err_quiet(true);
-		rc = setup_hugetlb(r, c, m);
-		if (c->flags & HPR_F_FALLBACK)
-			hpr__err_quiet(false);
-		if ((rc == -ENOMEM || rc == -EOPNOTSUPP) && (c->flags & HPR_F_FALLBACK)) {
+		rc = try_huge(r, c, m, HPR_BACKEND_HUGETLB,
+			      fallback ? soft_hugetlb_explicit : NULL);
+		if ((rc == -ENOMEM || rc == -EOPNOTSUPP) && fallback) {
 			hpr__log(HPR_LOG_INFO, "region '%s': %s; falling back (HPR_F_FALLBACK)",
 				 r->name, hpr_strerror(rc));
-			reset_region(r);
 			rc = setup_hugetlb_fallback(r, c);
-		} else if (rc && (c->flags & HPR_F_FALLBACK)) {
-			unhandled(rc);
 		}
 		break;
 	default:
