@@ -53,54 +53,14 @@ static _Atomic unsigned file_seq;
  * another user can write) cannot move the file off the mount that was
  * checked.
  */
-int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
+/* tmpfs: huge= lives in the super options of mountinfo; the mount point is
+ * matched with the path of the directory held at m->dirfd (device st). */
+static void tmpfs_huge_mode(const char *dir, const struct stat *st, struct hpr__mountcheck *m)
 {
-	struct statfs sf;
-	struct stat st;
-	char *mi = NULL;
 	struct hpr__mount mnt;
-	char real[4096], self[64];
+	char real[4096], self[64], *mi = NULL;
 	ssize_t got;
-	int rc;
 
-	memset(m, 0, sizeof(*m));
-	m->dirfd = hpr__os->openat(AT_FDCWD, dir, O_PATH | O_CLOEXEC, 0);
-	if (m->dirfd < 0)
-		return hpr__fail(m->dirfd, "path '%s': %s", dir, strerror(-m->dirfd));
-	rc = hpr__os->fstat(m->dirfd, &st);
-	if (rc) {
-		hpr__mount_release(m);
-		return hpr__fail(rc, "path '%s': %s", dir, strerror(-rc));
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		hpr__mount_release(m);
-		return hpr__fail(-ENOTDIR,
-				 "path '%s' is not a directory: give a "
-				 "directory on a tmpfs huge= or hugetlbfs mount",
-				 dir);
-	}
-	rc = hpr__os->fstatfs(m->dirfd, &sf);
-	if (rc) {
-		hpr__mount_release(m);
-		return hpr__fail(rc, "statfs('%s'): %s", dir, strerror(-rc));
-	}
-	m->fstype = (long)sf.f_type;
-	if (m->fstype != TMPFS_MAGIC && m->fstype != (long)HUGETLBFS_MAGIC) {
-		hpr__mount_release(m);
-		return hpr__fail(-EINVAL,
-				 "path '%s' is not on tmpfs or hugetlbfs (f_type %#lx): "
-				 "mount one, e.g. `mount -t tmpfs -o huge=always none DIR` "
-				 "or `mount -t hugetlbfs none DIR`",
-				 dir, (unsigned long)sf.f_type);
-	}
-	m->avail = sf.f_blocks ? (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize : UINT64_MAX;
-	if (m->fstype == (long)HUGETLBFS_MAGIC) {
-		m->page_size = (size_t)sf.f_bsize;
-		m->huge = HPR_SHMEM_ALWAYS;
-		return 0;
-	}
-	/* tmpfs: huge= lives in the super options of mountinfo; the mount
-	 * point is matched with the path of the directory we hold */
 	m->huge = HPR_SHMEM_NEVER;
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", m->dirfd);
 	if (hpr__os->realpath(self, real, sizeof(real)) &&
@@ -109,20 +69,65 @@ int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
 	/* any length: with a few hundred mounts (Kubernetes nodes, snaps) it
 	 * is past 64 KiB, and a mount past a fixed buffer read as huge=never */
 	got = hpr__os->read_all("/proc/self/mountinfo", &mi);
-	if (got > 0 &&
-	    !hpr__mountinfo_find(mi, (size_t)got, major(st.st_dev), minor(st.st_dev), real, &mnt)) {
+	if (got > 0 && !hpr__mountinfo_find(mi, (size_t)got, major(st->st_dev), minor(st->st_dev),
+					    real, &mnt)) {
 		char v[32];
 
-		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1) {
-			m->huge = HPR_SHMEM_NEVER;
+		if (hpr__opt_get(mnt.super_opts, "huge", v, sizeof(v)) == 1)
 			for (int k = 0; k < HPR__SHMEM_MODES; k++)
 				if (!strcmp(v, hpr__shmem_mode_names[k]))
 					m->huge = k;
-		}
 		snprintf(m->mnt_point, sizeof(m->mnt_point), "%s", mnt.mnt_point);
 	}
 	free(mi);
+}
+
+/* The checks of hpr__mount_check on the directory held at m->dirfd. */
+static int mount_check_fd(const char *dir, struct hpr__mountcheck *m)
+{
+	struct statfs sf;
+	struct stat st;
+	int rc = hpr__os->fstat(m->dirfd, &st);
+
+	if (rc)
+		return hpr__fail(rc, "path '%s': %s", dir, strerror(-rc));
+	if (!S_ISDIR(st.st_mode))
+		return hpr__fail(-ENOTDIR,
+				 "path '%s' is not a directory: give a "
+				 "directory on a tmpfs huge= or hugetlbfs mount",
+				 dir);
+	rc = hpr__os->fstatfs(m->dirfd, &sf);
+	if (rc)
+		return hpr__fail(rc, "statfs('%s'): %s", dir, strerror(-rc));
+	m->fstype = (long)sf.f_type;
+	if (m->fstype != TMPFS_MAGIC && m->fstype != (long)HUGETLBFS_MAGIC)
+		return hpr__fail(-EINVAL,
+				 "path '%s' is not on tmpfs or hugetlbfs (f_type %#lx): "
+				 "mount one, e.g. `mount -t tmpfs -o huge=always none DIR` "
+				 "or `mount -t hugetlbfs none DIR`",
+				 dir, (unsigned long)sf.f_type);
+	m->avail = sf.f_blocks ? (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize : UINT64_MAX;
+	if (m->fstype == (long)HUGETLBFS_MAGIC) {
+		m->page_size = (size_t)sf.f_bsize;
+		m->huge = HPR_SHMEM_ALWAYS;
+	} else {
+		tmpfs_huge_mode(dir, &st, m);
+	}
 	return 0;
+}
+
+int hpr__mount_check(const char *dir, struct hpr__mountcheck *m)
+{
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	m->dirfd = hpr__os->openat(AT_FDCWD, dir, O_PATH | O_CLOEXEC, 0);
+	if (m->dirfd < 0)
+		return hpr__fail(m->dirfd, "path '%s': %s", dir, strerror(-m->dirfd));
+	rc = mount_check_fd(dir, m);
+	if (rc)
+		hpr__mount_release(m);
+	return rc;
 }
 
 void hpr__mount_release(struct hpr__mountcheck *m)
@@ -494,13 +499,12 @@ static size_t default_hugetlb_size(void)
 }
 
 /* Can the hugetlb pool hold npages now? Fills why on no. */
-static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen)
+/* Room in the global pool of ps pages, the overcommit included. */
+static int pool_room(size_t ps, size_t npages, const char *sz, char *why, size_t wlen)
 {
-	unsigned long total = 0, free_ = 0, resv = 0, surp = 0, over = 0;
-	char p[160], b[32], sz[32], knob[96];
-	long long cg;
+	unsigned long total = 0, free_ = 0, resv = 0, surp = 0, over = 0, avail, room;
+	char p[160], b[32], knob[96];
 
-	hpr__fmt_size(ps, sz, sizeof(sz));
 	if (hpr__hugetlb_pool(ps, -1, &total, &free_, &resv, &surp)) {
 		snprintf(why, wlen, "no hugetlb pool of %s pages", sz);
 		return -EOPNOTSUPP;
@@ -509,54 +513,64 @@ static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size
 		 ps >> 10);
 	if (hpr__os->read_file(p, b, sizeof(b)) > 0)
 		hpr__parse_ulong(b, strlen(b), &over);
-	{
-		unsigned long avail = free_ > resv ? free_ - resv : 0;
-		unsigned long room = avail + (over > surp ? over - surp : 0);
+	avail = free_ > resv ? free_ - resv : 0;
+	room = avail + (over > surp ? over - surp : 0);
+	if (room >= npages)
+		return 0;
+	snprintf(why, wlen,
+		 "hugetlb pool has %lu free %s pages (%lu reserved, %lu "
+		 "total), region needs %zu: raise the %s pool (echo %lu > %s)",
+		 avail, sz, resv, total, npages, sz, total + (unsigned long)npages - room,
+		 hpr__pool_knob(ps, knob, sizeof(knob)));
+	return -ENOMEM;
+}
 
-		if (room < npages) {
-			snprintf(why, wlen,
-				 "hugetlb pool has %lu free %s pages (%lu reserved, %lu "
-				 "total), region needs %zu: raise the %s pool (echo %lu > %s)",
-				 avail, sz, resv, total, npages, sz,
-				 total + (unsigned long)npages - room,
-				 hpr__pool_knob(ps, knob, sizeof(knob)));
-			return -ENOMEM;
-		}
+/* HPR_NUMA_BIND: reservations are global, faults are per node: the free
+ * pages of the bound nodes. */
+static int nodes_room(const hpr_region *r, size_t ps, size_t npages, const char *sz, char *why,
+		      size_t wlen)
+{
+	unsigned long nfree = 0;
+
+	for (unsigned n = 0; n < HPR_MAX_NODES; n++) {
+		unsigned long f = 0;
+
+		if (!(r->numa.mask[n / (8 * sizeof(long))] & (1UL << (n % (8 * sizeof(long))))))
+			continue;
+		if (!hpr__hugetlb_pool(ps, (int)n, NULL, &f, NULL, NULL))
+			nfree += f;
 	}
-	if (r->numa.active && r->numa.policy == HPR_NUMA_BIND) {
-		/* reservations are global; faults are per node: check the nodes */
-		unsigned long nfree = 0;
+	if (nfree >= npages)
+		return 0;
+	snprintf(why, wlen,
+		 "the bound NUMA nodes have %lu free %s hugetlb pages, "
+		 "region needs %zu: raise "
+		 "/sys/devices/system/node/nodeN/hugepages/hugepages-%zukB/nr_hugepages",
+		 nfree, sz, npages, ps >> 10);
+	return -ENOMEM;
+}
 
-		for (unsigned n = 0; n < HPR_MAX_NODES; n++) {
-			unsigned long f = 0;
+/* Room for npages of ps: the pool, the bound nodes, the hugetlb cgroup. */
+static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen)
+{
+	char sz[32], f[320];
+	long long cg;
+	int rc;
 
-			if (!(r->numa.mask[n / (8 * sizeof(long))] &
-			      (1UL << (n % (8 * sizeof(long))))))
-				continue;
-			if (!hpr__hugetlb_pool(ps, (int)n, NULL, &f, NULL, NULL))
-				nfree += f;
-		}
-		if (nfree < npages) {
-			snprintf(
-				why, wlen,
-				"the bound NUMA nodes have %lu free %s hugetlb pages, "
-				"region needs %zu: raise "
-				"/sys/devices/system/node/nodeN/hugepages/hugepages-%zukB/nr_hugepages",
-				nfree, sz, npages, ps >> 10);
-			return -ENOMEM;
-		}
-	}
+	hpr__fmt_size(ps, sz, sizeof(sz));
+	rc = pool_room(ps, npages, sz, why, wlen);
+	if (!rc && r->numa.active && r->numa.policy == HPR_NUMA_BIND)
+		rc = nodes_room(r, ps, npages, sz, why, wlen);
+	if (rc)
+		return rc;
 	cg = hpr__hugetlb_cgroup_room(ps);
-	if (cg >= 0 && (unsigned long long)cg < (unsigned long long)npages * ps) {
-		char f[320];
-
-		snprintf(why, wlen,
-			 "the hugetlb cgroup allows %lld more bytes of %s pages, region "
-			 "needs %zu: raise %s",
-			 cg, sz, npages * ps, hpr__hugetlb_cgroup_file(ps, f, sizeof(f)));
-		return -ENOMEM;
-	}
-	return 0;
+	if (cg < 0 || (unsigned long long)cg >= (unsigned long long)npages * ps)
+		return 0;
+	snprintf(why, wlen,
+		 "the hugetlb cgroup allows %lld more bytes of %s pages, region "
+		 "needs %zu: raise %s",
+		 cg, sz, npages * ps, hpr__hugetlb_cgroup_file(ps, f, sizeof(f)));
+	return -ENOMEM;
 }
 
 static int setup_hugetlb(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
