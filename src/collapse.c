@@ -44,20 +44,18 @@ static bool any_resident(char *p, size_t len)
 
 static int collapse_page(hpr_region *r, size_t idx, void *arg)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
 	char *p = r->base + hpr__page_off(r, idx);
 	uint8_t st;
 	int rc = -EAGAIN;
 
 	(void)arg;
-	pthread_mutex_lock(&s->mu);
-	st = (uint8_t)hpr__page_settle(r, idx, s, true);
-	if (st == HPR_PS_LAZY || (st == HPR_PS_ABSENT && !any_resident(p, r->page_size))) {
-		pthread_mutex_unlock(&s->mu);
+	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_ABSENT) | HPR_PS_BIT(HPR_PS_PRESENT),
+			   HPR_PS_BUSY, true, &st) != 1)
+		return 0; /* LAZY */
+	if (st == HPR_PS_ABSENT && !any_resident(p, r->page_size)) {
+		hpr__page_put(r, idx, st, st);
 		return 0;
 	}
-	atomic_store(&r->state[idx], HPR_PS_BUSY);
-	pthread_mutex_unlock(&s->mu);
 
 	if (hpr__range_is_huge(r, p, r->page_size) == 1) {
 		rc = 0;
@@ -70,16 +68,8 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 			atomic_fetch_add(&r->collapsed_pages, 1);
 	}
 
-	pthread_mutex_lock(&s->mu);
-	if (st == HPR_PS_ABSENT && !rc) {
-		/* resident and huge now: the table learns it is present */
-		atomic_store(&r->state[idx], HPR_PS_PRESENT);
-		atomic_fetch_add(&r->present_pages, 1);
-	} else {
-		atomic_store(&r->state[idx], st);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	/* resident and huge now: the table learns an ABSENT page is present */
+	hpr__page_put(r, idx, st, st == HPR_PS_ABSENT && !rc ? HPR_PS_PRESENT : st);
 	return rc;
 }
 

@@ -143,22 +143,31 @@ void hpr__pool_destroy(hpr_region *r);
  * the first error (lowest page index). */
 int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t last);
 
-/* ---- fault.c ---- */
-struct hpr__slot {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-} __attribute__((aligned(HPR_CACHELINE)));
-
-struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx);
+/* ---- pagestate.c: the page state machine (its comment says how) ---- */
+#define HPR_PS_BIT(st) (1u << (st))
+/* Page idx's state now: one acquire load, no lock (the fast paths). */
+static inline uint8_t hpr__page_state(const hpr_region *r, size_t idx);
 /*
- * With s->mu held (s = hpr__slot_for(r, idx)): wait until huge page idx is
- * out of any transition (FAULTING, BUSY) and return its state; when wait
- * is false return -1 at once instead of waiting (the lock stays held).
+ * Take huge page idx for a change: wait until it is out of any transition
+ * (FAULTING, BUSY; with wait false return -1 at once instead), then, when
+ * its state is in the mask from (HPR_PS_BIT()s), mark it to (FAULTING or
+ * BUSY) and return 1, else leave it and return 0. *was is the state seen.
+ * A page taken must be given back with hpr__page_put.
  */
-static inline int hpr__page_settle(hpr_region *r, size_t idx, struct hpr__slot *s,
-				   bool wait);
-
+int hpr__page_take(hpr_region *r, size_t idx, unsigned from, enum hpr_pstate to, bool wait,
+		   uint8_t *was);
+/* Publish the state to of a page taken in state was, move the page
+ * counters from was to to, and wake the page's waiters. */
+void hpr__page_put(hpr_region *r, size_t idx, uint8_t was, enum hpr_pstate to);
 size_t hpr__slot_count(void);
+/* fork.c's handler for the slot table (through hpr__fault_atfork): the
+ * table made before a fork, and its locks made new in the child. */
+void hpr__pagestate_atfork(int phase);
+/* In a forked child: pages that were in a transition (FAULTING, BUSY) on
+ * a parent thread become ABSENT, and the page counters are recounted. */
+void hpr__fault_table_child(hpr_region *r);
+
+/* ---- fault.c ---- */
 /* Fault one huge page in (exactly once across threads). */
 int hpr__fault_page(hpr_region *r, size_t idx, void *arg);
 /* Fault pages [first, last) in, claiming runs of absent pages and
@@ -170,9 +179,6 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 int hpr__populate_page(hpr_region *r, size_t idx);
 /* fork.c's handlers for the slot table and the pagemap fd. */
 void hpr__fault_atfork(int phase);
-/* In a forked child: pages that were in a transition (FAULTING, BUSY) on
- * a parent thread become ABSENT, and the page counters are recounted. */
-void hpr__fault_table_child(hpr_region *r);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
 int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
@@ -313,18 +319,9 @@ static inline size_t hpr__page_off(const hpr_region *r, size_t idx)
 	return idx << r->page_shift;
 }
 
-static inline int hpr__page_settle(hpr_region *r, size_t idx, struct hpr__slot *s,
-				   bool wait)
+static inline uint8_t hpr__page_state(const hpr_region *r, size_t idx)
 {
-	for (;;) {
-		uint8_t st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
-
-		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
-			return st;
-		if (!wait)
-			return -1;
-		pthread_cond_wait(&s->cv, &s->mu);
-	}
+	return atomic_load_explicit(&r->state[idx], memory_order_acquire);
 }
 
 /* Validate [off,len) and widen to pages [*first, *last). */

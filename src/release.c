@@ -70,7 +70,7 @@ static bool ent_live(const hpr_region *r, const struct lazy_ent *e)
 {
 	const struct hpr__lazyq *q = r->lazyq;
 
-	return atomic_load_explicit(&r->state[e->idx], memory_order_relaxed) == HPR_PS_LAZY &&
+	return hpr__page_state(r, e->idx) == HPR_PS_LAZY &&
 	       atomic_load_explicit(&q->seq[e->idx], memory_order_relaxed) == e->seq;
 }
 
@@ -252,33 +252,9 @@ void hpr__partial_clear(hpr_region *r, size_t off, size_t len)
  */
 static int take_busy(hpr_region *r, size_t idx, bool wait)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
-	uint8_t st;
-	int took = 0, settled;
+	uint8_t was;
 
-	pthread_mutex_lock(&s->mu);
-	settled = hpr__page_settle(r, idx, s, wait);
-	if (settled < 0) {
-		pthread_mutex_unlock(&s->mu);
-		return -1;
-	}
-	st = (uint8_t)settled;
-	if (st == HPR_PS_PRESENT) {
-		atomic_store(&r->state[idx], HPR_PS_BUSY);
-		took = 1;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return took;
-}
-
-static void set_state(hpr_region *r, size_t idx, uint8_t st)
-{
-	struct hpr__slot *s = hpr__slot_for(r, idx);
-
-	pthread_mutex_lock(&s->mu);
-	atomic_store_explicit(&r->state[idx], st, memory_order_release);
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	return hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_PRESENT), HPR_PS_BUSY, wait, &was);
 }
 
 /* Release the BUSY run [a, b): one syscall for the run. */
@@ -291,7 +267,7 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 
 	if (rc) {
 		for (size_t i = a; i < b; i++)
-			set_state(r, i, HPR_PS_PRESENT);
+			hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_PRESENT);
 		return hpr__fail(rc, "region '%s': out of memory for the release FIFO", r->name);
 	}
 	if (r->flags & HPR_F_GUARD) {
@@ -310,12 +286,10 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 	}
 	for (size_t i = a; i < b; i++) {
 		if (rc) {
-			set_state(r, i, HPR_PS_PRESENT);
+			hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_PRESENT);
 			continue;
 		}
-		atomic_fetch_sub(&r->present_pages, 1);
-		atomic_fetch_add(&r->lazy_pages, 1);
-		set_state(r, i, HPR_PS_LAZY);
+		hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_LAZY);
 		lazyq_push(r, (struct lazy_ent){ .idx = i }, false);
 	}
 	if (rc)
@@ -471,28 +445,16 @@ int hpr__discard_page(hpr_region *r, size_t idx)
 /* Discard one LAZY page now. Returns 1 if discarded, 0 if not lazy. */
 static int reclaim_page(hpr_region *r, size_t idx)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
+	uint8_t was;
 	int rc;
 
-	pthread_mutex_lock(&s->mu);
-	if (atomic_load(&r->state[idx]) != HPR_PS_LAZY) {
-		pthread_mutex_unlock(&s->mu);
+	/* a page in a transition is not lazy (now) */
+	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_LAZY), HPR_PS_BUSY, false, &was) != 1)
 		return 0;
-	}
-	atomic_store(&r->state[idx], HPR_PS_BUSY);
-	pthread_mutex_unlock(&s->mu);
-
 	rc = hpr__discard_page(r, idx);
-	pthread_mutex_lock(&s->mu);
-	if (rc) {
-		atomic_store(&r->state[idx], HPR_PS_LAZY);
-	} else {
-		atomic_store(&r->state[idx], HPR_PS_ABSENT);
-		atomic_fetch_sub(&r->lazy_pages, 1);
+	if (!rc)
 		atomic_fetch_add(&r->reclaimed_bytes, r->page_size);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	hpr__page_put(r, idx, HPR_PS_LAZY, rc ? HPR_PS_LAZY : HPR_PS_ABSENT);
 	return rc ? rc : 1;
 }
 

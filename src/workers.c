@@ -319,9 +319,7 @@ again:
 				pthread_cond_wait(&p->done_cv, &p->mu);
 			pthread_mutex_unlock(&p->mu);
 			if (fn == hpr__fault_page) {
-				while (first < last &&
-				       atomic_load_explicit(&r->state[first], memory_order_acquire) ==
-					       HPR_PS_PRESENT)
+				while (first < last && hpr__page_state(r, first) == HPR_PS_PRESENT)
 					first++;
 				if (first == last)
 					return 0;
@@ -389,8 +387,7 @@ int hpr_fault_in(hpr_region *r, size_t off, size_t len)
 		return rc;
 	hpr__partial_clear(r, off, len);
 	for (i = first; i < last; i++)
-		if (atomic_load_explicit(&r->state[i], memory_order_acquire) !=
-		    HPR_PS_PRESENT)
+		if (hpr__page_state(r, i) != HPR_PS_PRESENT)
 			break;
 	if (i == last)
 		return 0; /* all present: no lock, no syscall */
