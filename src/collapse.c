@@ -73,6 +73,8 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 	return rc;
 }
 
+static const struct hpr__job_ops collapse_ops = { .page = collapse_page };
+
 static size_t measure_huge(hpr_region *r, size_t first, size_t last)
 {
 	size_t n = 0;
@@ -123,7 +125,7 @@ int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed)
 				 "THP or shmem huge pages are disabled here), so it is not "
 				 "collapsed: enable them (see `hpr probe`)",
 				 r->name);
-	rc = hpr__run(r, collapse_page, NULL, first, last);
+	rc = hpr__run(r, &collapse_ops, NULL, first, last);
 	if (collapsed)
 		*collapsed = measure_huge(r, first, last);
 	switch (rc) {

@@ -410,14 +410,21 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
 
 #define HPR_RUN_MAX 64
 
-int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
-		     const _Atomic bool *cancel, size_t *done, size_t *err_idx)
+/*
+ * Fault pages [first, last) in (a worker's grab), claiming runs of absent
+ * pages and populating each run with one call. Returns the first error
+ * (its page in *err_idx); *done counts pages now present. Stops early on
+ * cancel.
+ */
+static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
+		       const _Atomic bool *cancel, size_t *done, size_t *err_idx)
 {
 	uint8_t prev[HPR_RUN_MAX];
 	int rcs[HPR_RUN_MAX];
 	int err = 0;
 	size_t i = first;
 
+	(void)arg;
 	*done = 0;
 	*err_idx = (size_t)-1;
 	while (i < last && !atomic_load_explicit(cancel, memory_order_relaxed)) {
@@ -473,6 +480,17 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 	}
 	return err;
 }
+
+/* The first page of [first, last) not yet present. */
+static size_t first_pending(const hpr_region *r, size_t first, size_t last)
+{
+	while (first < last && hpr__page_state(r, first) == HPR_PS_PRESENT)
+		first++;
+	return first;
+}
+
+/* runs of pages, one populate per run */
+const struct hpr__job_ops hpr__fault_ops = { .batch = fault_batch, .pending = first_pending };
 
 int hpr_fault_error(const hpr_region *r, size_t *off)
 {

@@ -94,11 +94,23 @@ int hpr__numa_residency(void *base, size_t size, size_t page_size,
 			size_t *node_bytes, unsigned *nr_nodes);
 
 /* ---- workers.c ---- */
-struct hpr__job;
 typedef int (*hpr__page_fn)(hpr_region *r, size_t idx, void *arg);
+/* Pages [first, last) at once; returns the first error (its page in
+ * *err_idx), *done counts the pages done. Stops early on *cancel. */
+typedef int (*hpr__batch_fn)(hpr_region *r, size_t first, size_t last, void *arg,
+			     const _Atomic bool *cancel, size_t *done, size_t *err_idx);
+
+/* What a job does with its pages. */
+struct hpr__job_ops {
+	hpr__page_fn page;   /* one page at a time, or */
+	hpr__batch_fn batch; /* each grab of pages at once (then page is unused) */
+	/* optional: the first page of [first, last) still to do once another
+	 * caller's job over the range has ended (a retry skips what it did) */
+	size_t (*pending)(const hpr_region *r, size_t first, size_t last);
+};
 
 struct hpr__job {
-	hpr__page_fn fn;
+	struct hpr__job_ops ops;
 	void *arg;
 	size_t first, last; /* page indices [first, last) */
 	size_t batch;
@@ -139,9 +151,13 @@ void hpr__pool_atfork(hpr_region *r, int phase);
 int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const void *cpus,
 		      size_t stack);
 void hpr__pool_destroy(hpr_region *r);
-/* Run fn over pages [first,last) with the workers and the caller; returns
+/* Run ops over pages [first,last) with the workers and the caller; returns
  * the first error (lowest page index). */
-int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t last);
+int hpr__run(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first, size_t last);
+/* Start ops over [first,last) as the background job on the workers alone
+ * (hpr_prefault_wait/_progress/_cancel follow it); -EBUSY while one runs. */
+int hpr__run_async(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first,
+		   size_t last);
 
 /* ---- pagestate.c: the page state machine (its comment says how) ---- */
 #define HPR_PS_BIT(st) (1u << (st))
@@ -168,13 +184,10 @@ void hpr__pagestate_atfork(int phase);
 void hpr__fault_table_child(hpr_region *r);
 
 /* ---- fault.c ---- */
+/* The fault-in job: runs of pages, one populate per run (faultin.c). */
+extern const struct hpr__job_ops hpr__fault_ops;
 /* Fault one huge page in (exactly once across threads). */
 int hpr__fault_page(hpr_region *r, size_t idx, void *arg);
-/* Fault pages [first, last) in, claiming runs of absent pages and
- * populating each run with one call. Returns the first error (its page in
- * *err_idx); *done counts pages now present. Stops early on cancel. */
-int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
-		     const _Atomic bool *cancel, size_t *done, size_t *err_idx);
 /* Populate one huge page without the table (the raw step). */
 int hpr__populate_page(hpr_region *r, size_t idx);
 /* fork.c's handlers for the slot table and the pagemap fd. */

@@ -740,7 +740,7 @@ static int op_run(struct snap_op *op, hpr__page_fn fn)
 	c0 = get_ctx(op);
 	if (op->uring && (!c0 || !c0->has_ring))
 		op->uring = false;
-	rc = hpr__run(op->r, fn, op, 0, op->r->npages);
+	rc = hpr__run(op->r, &(struct hpr__job_ops){ .page = fn }, op, 0, op->r->npages);
 	n = atomic_load(&op->nctx_used);
 	if (n > op->nctx)
 		n = op->nctx;
