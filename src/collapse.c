@@ -46,7 +46,7 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 {
 	char *p = r->base + hpr__page_off(r, idx);
 	uint8_t st;
-	int rc = -EAGAIN;
+	int rc;
 
 	(void)arg;
 	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_ABSENT) | HPR_PS_BIT(HPR_PS_PRESENT),
@@ -57,16 +57,10 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 		return 0;
 	}
 
-	if (hpr__range_is_huge(r, p, r->page_size) == 1) {
+	if (hpr__range_is_huge(r, p, r->page_size) == 1)
 		rc = 0;
-	} else {
-		/* EAGAIN: pages transiently locked, pinned or off the LRU
-		 * (mm/khugepaged.c); a few retries settle it */
-		for (int t = 0; t < 4 && rc == -EAGAIN; t++)
-			rc = hpr__os->madvise(p, r->page_size, MADV_COLLAPSE);
-		if (!rc)
-			atomic_fetch_add(&r->collapsed_pages, 1);
-	}
+	else
+		rc = hpr__collapse_one(r, p, true);
 
 	/* resident and huge now: the table learns an ABSENT page is present */
 	hpr__page_put(r, idx, st, st == HPR_PS_ABSENT && !rc ? HPR_PS_PRESENT : st);

@@ -177,7 +177,7 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 			 r->name, at, strerror(-rc));
 }
 
-static int collapse_one(hpr_region *r, char *a, bool count)
+int hpr__collapse_one(hpr_region *r, char *a, bool count)
 {
 	int rc = -EAGAIN;
 
@@ -191,25 +191,18 @@ static int collapse_one(hpr_region *r, char *a, bool count)
 }
 
 /*
- * The raw step over [off, off+len): fallocate (when it pays), then
- * MADV_POPULATE_WRITE, or the touch loop where the kernel lacks it.
- * Returns the kernel's -errno, not yet explained.
+ * The raw step over [off, off+len): MADV_POPULATE_WRITE, or the touch loop
+ * where the kernel lacks it. No fallocate first: it does not pay (the
+ * zeroing is the same, plus a syscall and on shmem a second page-cache
+ * pass; docs/fault-engine.md). Returns the kernel's -errno, not yet
+ * explained.
  */
 static int populate_span(hpr_region *r, size_t off, size_t len)
 {
 	char *a = r->base + off;
-	int rc = 0;
+	int rc;
 
 	atomic_fetch_add_explicit(&r->populate_calls, 1, memory_order_relaxed);
-	/* use_fallocate is a hint that any worker may turn off: relaxed
-	 * atomic accesses, so the race is defined (and TSan-clean) */
-	if (__atomic_load_n(&r->use_fallocate, __ATOMIC_RELAXED)) {
-		rc = hpr__os->fallocate(r->fd, 0, (off_t)off, (off_t)len);
-		if (rc == -EOPNOTSUPP)
-			__atomic_store_n(&r->use_fallocate, false, __ATOMIC_RELAXED);
-		else if (rc)
-			return rc;
-	}
 	if (hpr__caps()->info.have_populate) {
 		/* EINTR: a signal arrived (5.14+ returns it rather than
 		 * restarting); what was populated stays, so go on */
@@ -245,7 +238,7 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 		return 0;
 	}
 	if (r->collapse_after) {
-		rc = collapse_one(r, a, true);
+		rc = hpr__collapse_one(r, a, true);
 	} else {
 		int h = known_huge < 0 ? hpr__range_is_huge(r, a, r->page_size) : 0;
 
@@ -262,9 +255,9 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 			 * huge and HPR_F_FALLBACK was never asked (measured
 			 * on 6.1 under PR_SET_THP_DISABLE). Not counted as a
 			 * collapse: most pages were huge already. */
-			rc = collapse_one(r, a, false);
+			rc = hpr__collapse_one(r, a, false);
 		else if (h == 0 && (r->fault_huge || c->info.have_collapse))
-			rc = collapse_one(r, a, true);
+			rc = hpr__collapse_one(r, a, true);
 	}
 	/* -EOPNOTSUPP from the check with neither PAGEMAP_SCAN nor
 	 * MADV_COLLAPSE (< 6.1) passes: stats report small_mapped from smaps */
@@ -350,11 +343,10 @@ static int finish_page(hpr_region *r, size_t idx, uint8_t prev)
 	return rc;
 }
 
-int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
+int hpr__fault_page(hpr_region *r, size_t idx)
 {
 	uint8_t prev = 0;
 
-	(void)arg;
 	if (hpr__page_state(r, idx) == HPR_PS_PRESENT)
 		return 0;
 	if (claim_page(r, idx, true, &prev) == CLAIM_DONE)
@@ -466,7 +458,7 @@ static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 		if (c == CLAIM_DONE)
 			rc = 0;
 		else if (c == CLAIM_BUSY)
-			rc = hpr__fault_page(r, i, NULL);
+			rc = hpr__fault_page(r, i);
 		else
 			rc = finish_page(r, i, p);
 		if (rc && !err) {

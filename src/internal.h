@@ -187,7 +187,11 @@ void hpr__fault_table_child(hpr_region *r);
 /* The fault-in job: runs of pages, one populate per run (faultin.c). */
 extern const struct hpr__job_ops hpr__fault_ops;
 /* Fault one huge page in (exactly once across threads). */
-int hpr__fault_page(hpr_region *r, size_t idx, void *arg);
+int hpr__fault_page(hpr_region *r, size_t idx);
+/* MADV_COLLAPSE of the huge page at a, retried while the kernel says
+ * EAGAIN (pages transiently locked, pinned or off the LRU); a success
+ * counts in collapsed_pages when count. 0 or -errno. */
+int hpr__collapse_one(hpr_region *r, char *a, bool count);
 /* Populate one huge page without the table (the raw step). */
 int hpr__populate_page(hpr_region *r, size_t idx);
 /* fork.c's handlers for the slot table and the pagemap fd. */
@@ -285,7 +289,6 @@ struct hpr_region {
 
 	bool fault_huge;     /* faults on this mapping give PMD-mapped pages */
 	bool collapse_after; /* populate then MADV_COLLAPSE to get huge pages */
-	bool use_fallocate;  /* fallocate before populate (file backends) */
 	bool locked;	     /* mlocked by HPR_F_LOCK */
 	_Atomic bool mem_locked; /* the kernel said VM_LOCKED (mlockall) */
 	bool degraded;	     /* HPR_F_FALLBACK chose base pages at create */
@@ -340,5 +343,8 @@ static inline uint8_t hpr__page_state(const hpr_region *r, size_t idx)
 /* Validate [off,len) and widen to pages [*first, *last). */
 int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
 	       size_t *last);
+/* The same, its messages naming the public function fn. */
+int hpr__range_of(const char *fn, const hpr_region *r, size_t off, size_t len, size_t *first,
+		  size_t *last);
 
 #endif

@@ -308,17 +308,10 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 	int rc;
 
 	hpr__err_clear();
-	if (!r)
-		return hpr__fail(-EINVAL, "hpr_release_lazy: region is NULL");
-	if (r->not_mapped)
-		return hpr__region_mapped(r);
-	if (off > r->size || len > r->size - off)
-		return hpr__fail(-EINVAL,
-				 "hpr_release_lazy: range [%#zx, +%#zx) is outside "
-				 "region '%s' of %#zx bytes",
-				 off, len, r->name, r->size);
-	if (!len)
-		return 0;
+	/* checked only: a release rounds inwards, below */
+	rc = hpr__range_of("hpr_release_lazy", r, off, len, &first, &last);
+	if (rc || !len)
+		return rc;
 	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
 		rc = reclaimer_restart(r);
 		if (rc)

@@ -238,7 +238,7 @@ static int verify_page(struct snap_op *op, size_t idx)
 static int page_landed(struct snap_op *op, size_t idx)
 {
 	if (op->pg[idx] & PG_LATE) {
-		int err = hpr__fault_page(op->r, idx, NULL);
+		int err = hpr__fault_page(op->r, idx);
 
 		if (err)
 			return op_fail(op, err, "%s", hpr_strerror(err));
@@ -272,7 +272,7 @@ static bool short_read_is_eof(const struct snap_op *op, size_t end_in_page)
 static int io_fail(struct snap_op *op, size_t idx, int err, uint64_t fo)
 {
 	if (err == -EFAULT && !op->save && (op->pg[idx] & PG_LATE)) {
-		int e = hpr__fault_page(op->r, idx, NULL);
+		int e = hpr__fault_page(op->r, idx);
 
 		if (e)
 			return op_fail(op, e, "%s", hpr_strerror(e));
@@ -526,7 +526,7 @@ static int load_page(hpr_region *r, size_t idx, void *arg)
 		 * would be -EFAULT, part-way through the load) */
 		op->pg[idx] |= PG_FAULTED | PG_LATE;
 	} else if (hpr__page_state(r, idx) != HPR_PS_PRESENT) {
-		err = hpr__fault_page(r, idx, NULL);
+		err = hpr__fault_page(r, idx);
 		if (err)
 			return op_fail(op, err, "%s", hpr_strerror(err));
 		op->pg[idx] |= PG_FAULTED;
@@ -599,7 +599,7 @@ static int zero_page(hpr_region *r, size_t idx, bool locked)
 	if (!locked)
 		return discard_page(r, idx);
 	if (hpr__page_state(r, idx) != HPR_PS_PRESENT && hpr__page_state(r, idx) != HPR_PS_ABSENT) {
-		rc = hpr__fault_page(r, idx, NULL);
+		rc = hpr__fault_page(r, idx);
 		if (rc)
 			return rc;
 	}

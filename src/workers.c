@@ -49,10 +49,8 @@ static size_t batch_for(const hpr_region *r, size_t npages)
 
 static void job_record_err(struct hpr__job *j, int rc, size_t idx)
 {
-	pthread_mutex_t *unused = NULL;
 	int zero = 0;
 
-	(void)unused;
 	if (atomic_compare_exchange_strong(&j->err, &zero, rc)) {
 		/* the detail was recorded in this thread: the job carries it
 		 * to the caller's (read once every thread has left the job) */
@@ -360,20 +358,28 @@ again:
 	return rc;
 }
 
-int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
-	       size_t *last)
+int hpr__range_of(const char *fn, const hpr_region *r, size_t off, size_t len, size_t *first,
+		  size_t *last)
 {
+	const char *sep = fn ? ": " : "";
+
+	fn = fn ? fn : "";
 	if (!r)
-		return hpr__fail(-EINVAL, "region is NULL");
+		return hpr__fail(-EINVAL, "%s%sregion is NULL", fn, sep);
 	if (r->not_mapped)
 		return hpr__region_mapped(r);
 	if (off > r->size || len > r->size - off)
 		return hpr__fail(-EINVAL,
-				 "range [%#zx, +%#zx) is outside region '%s' of %#zx bytes",
-				 off, len, r->name, r->size);
+				 "%s%srange [%#zx, +%#zx) is outside region '%s' of %#zx bytes", fn,
+				 sep, off, len, r->name, r->size);
 	*first = off >> r->page_shift;
 	*last = len ? (off + len + r->page_size - 1) >> r->page_shift : *first;
 	return 0;
+}
+
+int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first, size_t *last)
+{
+	return hpr__range_of(NULL, r, off, len, first, last);
 }
 
 int hpr__run_async(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first,
