@@ -225,24 +225,29 @@ static bool partial_mark(hpr_region *r, size_t idx, size_t lo, size_t hi)
 	return full;
 }
 
+/* Forget page idx's partial release map, if it has one. */
+static void partial_drop(hpr_region *r, size_t idx)
+{
+	uint64_t *m = atomic_load(&r->partial[idx]);
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&r->partial_mu);
+	m = atomic_load(&r->partial[idx]);
+	atomic_store(&r->partial[idx], NULL);
+	pthread_mutex_unlock(&r->partial_mu);
+	free(m);
+}
+
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len)
 {
 	size_t first = off >> r->page_shift;
 	size_t last = (off + len + r->page_size - 1) >> r->page_shift;
 
-	for (size_t i = first; i < last; i++) {
-		uint64_t *m = atomic_load_explicit(&r->partial[i], memory_order_relaxed);
-
-		if (!m)
-			continue;
-		/* reusing part of a partly released page: forget the release
-		 * (conservative: the page stays whole and in use) */
-		pthread_mutex_lock(&r->partial_mu);
-		m = atomic_load(&r->partial[i]);
-		atomic_store(&r->partial[i], NULL);
-		pthread_mutex_unlock(&r->partial_mu);
-		free(m);
-	}
+	/* reusing part of a partly released page: forget the release
+	 * (conservative: the page stays whole and in use) */
+	for (size_t i = first; i < last; i++)
+		partial_drop(r, i);
 }
 
 /*
@@ -302,67 +307,58 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 
 static int reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed);
 
-int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
+/*
+ * The whole huge pages [*first, *last) that releasing [off, off+len) makes
+ * released: those inside it, and a partly covered head or tail page whose
+ * last part this release is (partial_mark). False when there is none.
+ */
+static bool whole_pages(hpr_region *r, size_t off, size_t len, size_t *first, size_t *last)
 {
-	size_t first, last, end, run = (size_t)-1;
-	int rc;
+	size_t end = off + len;
 
-	hpr__err_clear();
-	/* checked only: a release rounds inwards, below */
-	rc = hpr__range_of("hpr_release_lazy", r, off, len, &first, &last);
-	if (rc || !len)
-		return rc;
-	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
-		rc = reclaimer_restart(r);
-		if (rc)
-			return rc;
-	}
-	end = off + len;
-	first = (off + r->page_size - 1) >> r->page_shift;
-	last = end >> r->page_shift;
-	/* partial head and tail pages */
-	if (first > last) { /* inside one page */
+	*first = (off + r->page_size - 1) >> r->page_shift;
+	*last = end >> r->page_shift;
+	if (*first > *last) { /* inside one page */
 		size_t idx = off >> r->page_shift;
 
-		if (!partial_mark(r, idx, off - hpr__page_off(r, idx),
-				  end - hpr__page_off(r, idx)))
-			return 0;
-		first = idx;
-		last = idx + 1;
-	} else {
-		if (off & (r->page_size - 1)) {
-			size_t idx = off >> r->page_shift;
-
-			if (partial_mark(r, idx, off - hpr__page_off(r, idx), r->page_size))
-				first = idx;
-		}
-		if (end & (r->page_size - 1)) {
-			size_t idx = end >> r->page_shift;
-
-			if (partial_mark(r, idx, 0, end - hpr__page_off(r, idx)))
-				last = idx + 1;
-		}
+		if (!partial_mark(r, idx, off - hpr__page_off(r, idx), end - hpr__page_off(r, idx)))
+			return false;
+		*first = idx;
+		*last = idx + 1;
+		return true;
 	}
-	/*
-	 * Gather runs of PRESENT pages taken BUSY and give each run to the
-	 * kernel in one call. Pages are taken in ascending order and a page
-	 * in transition is waited for only after the run held so far has
-	 * been flushed, so a release never sleeps while holding other pages
-	 * BUSY (no lock-order cycles with other releases, no fault-in stuck
-	 * behind an unrelated wait).
-	 */
-	rc = 0;
+	if (off & (r->page_size - 1)) {
+		size_t idx = off >> r->page_shift;
+
+		if (partial_mark(r, idx, off - hpr__page_off(r, idx), r->page_size))
+			*first = idx;
+	}
+	if (end & (r->page_size - 1)) {
+		size_t idx = end >> r->page_shift;
+
+		if (partial_mark(r, idx, 0, end - hpr__page_off(r, idx)))
+			*last = idx + 1;
+	}
+	return true;
+}
+
+/*
+ * Gather runs of PRESENT pages of [first, last) taken BUSY and give each
+ * run to the kernel in one call. Pages are taken in ascending order and a
+ * page in transition is waited for only after the run held so far has been
+ * flushed, so a release never sleeps while holding other pages BUSY (no
+ * lock-order cycles with other releases, no fault-in stuck behind an
+ * unrelated wait). Returns the first error.
+ */
+static int release_pages(hpr_region *r, size_t first, size_t last)
+{
+	size_t run = (size_t)-1;
+	int rc = 0;
+
 	for (size_t i = first; i < last; i++) {
-		uint64_t *m = atomic_load(&r->partial[i]);
 		int t;
 
-		if (m) { /* released whole now: drop its partial map */
-			pthread_mutex_lock(&r->partial_mu);
-			m = atomic_load(&r->partial[i]);
-			atomic_store(&r->partial[i], NULL);
-			pthread_mutex_unlock(&r->partial_mu);
-			free(m);
-		}
+		partial_drop(r, i); /* released whole now */
 		t = take_busy(r, i, false);
 		if (t == 1) {
 			if (run == (size_t)-1)
@@ -383,6 +379,27 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 
 		rc = rc ? rc : e;
 	}
+	return rc;
+}
+
+int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
+{
+	size_t first, last;
+	int rc;
+
+	hpr__err_clear();
+	/* checked only: a release rounds inwards (whole_pages) */
+	rc = hpr__range_of("hpr_release_lazy", r, off, len, &first, &last);
+	if (rc || !len)
+		return rc;
+	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
+		rc = reclaimer_restart(r);
+		if (rc)
+			return rc;
+	}
+	if (!whole_pages(r, off, len, &first, &last))
+		return 0;
+	rc = release_pages(r, first, last);
 	if (!rc && r->lazy_budget && (r->backend != HPR_BACKEND_THP || hpr__mem_locked(r, false))) {
 		size_t lazy = atomic_load(&r->lazy_pages) << r->page_shift;
 
