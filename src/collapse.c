@@ -57,7 +57,7 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 		return 0;
 	}
 
-	if (hpr__range_is_huge(r, p, r->page_size) == 1)
+	if (hpr__range_is_huge(p, r->page_size) == 1)
 		rc = 0;
 	else
 		rc = hpr__collapse_one(r, p, true);
@@ -76,10 +76,9 @@ static size_t measure_huge(hpr_region *r, size_t first, size_t last)
 	uintptr_t lo = (uintptr_t)r->base + hpr__page_off(r, first);
 	uintptr_t hi = (uintptr_t)r->base + hpr__page_off(r, last);
 
-	if (hpr__range_is_huge(r, r->base, 0) != -EOPNOTSUPP) {
+	if (hpr__range_is_huge(r->base, 0) != -EOPNOTSUPP) {
 		for (size_t i = first; i < last; i++)
-			if (hpr__range_is_huge(r, r->base + hpr__page_off(r, i),
-					       r->page_size) == 1)
+			if (hpr__range_is_huge(r->base + hpr__page_off(r, i), r->page_size) == 1)
 				n += r->page_size;
 		return n;
 	}

@@ -101,12 +101,11 @@ int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *
 	return 0;
 }
 
-int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
+int hpr__range_is_huge(void *addr, size_t len)
 {
 	uint64_t present, huge;
 	int rc;
 
-	(void)r;
 	rc = hpr__pagemap_count((uintptr_t)addr, (uintptr_t)addr + len, &present, &huge);
 	if (rc)
 		return rc;
@@ -240,7 +239,7 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 	if (r->collapse_after) {
 		rc = hpr__collapse_one(r, a, true);
 	} else {
-		int h = known_huge < 0 ? hpr__range_is_huge(r, a, r->page_size) : 0;
+		int h = known_huge < 0 ? hpr__range_is_huge(a, r->page_size) : 0;
 
 		/* the common case: the fault gave a PMD mapping */
 		if (h > 0)
@@ -261,7 +260,7 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 	}
 	/* -EOPNOTSUPP from the check with neither PAGEMAP_SCAN nor
 	 * MADV_COLLAPSE (< 6.1) passes: stats report small_mapped from smaps */
-	if (rc || hpr__range_is_huge(r, a, r->page_size) == 0) {
+	if (rc || hpr__range_is_huge(a, r->page_size) == 0) {
 		char ps[32];
 
 		if (r->flags & HPR_F_FALLBACK) {
@@ -382,8 +381,7 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
 		int h = -1;
 
 		if (r->backend != HPR_BACKEND_HUGETLB && !r->collapse_after) {
-			h = hpr__range_is_huge(r, r->base + hpr__page_off(r, a),
-					       n << r->page_shift);
+			h = hpr__range_is_huge(r->base + hpr__page_off(r, a), n << r->page_shift);
 			/* no PAGEMAP_SCAN (6.1-6.6): one MADV_COLLAPSE over
 			 * the run answers for all of it (0: every page is
 			 * PMD-mapped) and pays its lru_add_drain_all once;

@@ -198,7 +198,7 @@ int hpr__populate_page(hpr_region *r, size_t idx);
 void hpr__fault_atfork(int phase);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
-int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
+int hpr__range_is_huge(void *addr, size_t len);
 /* PAGEMAP_SCAN (Linux 6.7, uapi linux/fs.h): the one definition. */
 struct hpr__page_region {
 	uint64_t start, end, categories;
