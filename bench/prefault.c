@@ -12,8 +12,7 @@
  *   raw falloc+pop fallocate the file, then the same (shmem, hugetlb)
  *   MAP_POPULATE   mmap(MAP_POPULATE)
  *   touch xN       QEMU-style: N threads, static split, a write per page
- *   hpr wK         hpr_fault_in with K workers (use_fallocate off)
- *   hpr wK falloc  the same with fallocate before populate (file backends)
+ *   hpr wK         hpr_fault_in with K workers
  *   callers 1/8    1 or 8 threads calling hpr_fault_in(whole region) at once
  *   global 1/8     the same, with one process-wide mutex held across every
  *                  populate call (the kernel before 3.15 held one
@@ -283,8 +282,7 @@ static void fn_fault_in(struct team *t, int id)
 }
 
 /* ---- variants ---- */
-enum vtype { V_MEMSET, V_RAWPOP, V_RAWFALLOC, V_MAPPOP, V_TOUCH, V_HPR, V_HPRFALLOC,
-	     V_CALLERS, V_GLOBAL };
+enum vtype { V_MEMSET, V_RAWPOP, V_RAWFALLOC, V_MAPPOP, V_TOUCH, V_HPR, V_CALLERS, V_GLOBAL };
 struct variant {
 	enum vtype type;
 	int n; /* threads / workers / callers */
@@ -394,9 +392,7 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 		raw_unmap(&m);
 		return dt;
 	case V_HPR:
-	case V_HPRFALLOC:
 		r = hpr_mk(k, (unsigned)v->n);
-		r->use_fallocate = v->type == V_HPRFALLOC;
 		t0 = bench_now();
 		rc = hpr_fault_in(r, 0, size);
 		dt = bench_now() - t0;
@@ -404,7 +400,6 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 	case V_CALLERS:
 	case V_GLOBAL:
 		r = hpr_mk(k, 0);
-		r->use_fallocate = false;
 		t.r = r;
 		global_lock(v->type == V_GLOBAL);
 		dt = team_run(&t, v->n, fn_fault_in);
@@ -520,7 +515,6 @@ static void report(enum kind k)
 	{
 		struct variant *hn = find(k, V_HPR, ncpu), *h1 = find(k, V_HPR, 1);
 		struct variant *c8 = find(k, V_CALLERS, 8), *g8 = find(k, V_GLOBAL, 8);
-		struct variant *f1 = find(k, V_HPRFALLOC, 1), *fn = find(k, V_HPRFALLOC, ncpu);
 		struct variant *rf = find(k, V_RAWFALLOC, 1);
 
 		/* throughput ratios: time of the reference / time of the variant */
@@ -558,11 +552,9 @@ static void report(enum kind k)
 			HEAD("8 callers scaling, global mutex / hashed: (g8/g1)/(h8/h1)", o, b,
 			     scaling(g8, g1, c8, c1));
 		}
-		if (f1 && fn && rf)
-			printf("  fallocate first / without, GB/s: hpr w1 %.3f | %.3f, hpr w%d "
-			       "%.3f | %.3f, raw %.3f | %.3f\n",
-			       paired(h1, f1), gbs(f1) / gbs(h1), ncpu, paired(hn, fn),
-			       gbs(fn) / gbs(hn), paired(raw, rf), gbs(rf) / gbs(raw));
+		if (rf)
+			printf("  fallocate first / without, GB/s: raw %.3f | %.3f\n",
+			       paired(raw, rf), gbs(rf) / gbs(raw));
 	}
 }
 
@@ -644,11 +636,8 @@ int main(int argc, char **argv)
 			ADD1(k, V_RAWFALLOC, "raw falloc+pop");
 		ADD1(k, V_MAPPOP, "MAP_POPULATE");
 		ADDN(k, V_TOUCH, ncpu, "touch x%d");
-		for (int w = 1; w <= maxw; w++) {
+		for (int w = 1; w <= maxw; w++)
 			ADDN(k, V_HPR, w, "hpr w%d");
-			if (k != K_THP && (w == 1 || w == ncpu))
-				ADDN(k, V_HPRFALLOC, w, "hpr w%d falloc");
-		}
 		ADDN(k, V_CALLERS, 1, "callers %d");
 		ADDN(k, V_CALLERS, 8, "callers %d");
 		ADDN(k, V_GLOBAL, 1, "global %d");

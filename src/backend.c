@@ -393,12 +393,8 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 	if (rc)
 		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s", r->size,
 				 strerror(-rc));
-	/* fallocate before populate does not pay: the zeroing is the same
-	 * and it adds a syscall and (shmem) a second page-cache pass.
-	 * bench/prefault, 6.18, 2 GiB: within noise at 1 worker, slower
-	 * with 2 (docs/fault-engine.md). Populate alone reports a full
-	 * mount or pool. */
-	r->use_fallocate = false;
+	/* no fallocate before populate (fault.c): populate alone reports a
+	 * full mount or pool */
 	if (r->is_memfd) {
 		/* nobody may shrink or grow it under its users (SIGBUS) */
 		hpr__os->add_seals(r->fd, F_SEAL_SHRINK | F_SEAL_GROW);

@@ -23,44 +23,30 @@
 
 static int collapse_page(hpr_region *r, size_t idx, void *arg)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
 	char *p = r->base + hpr__page_off(r, idx);
 	uint8_t st;
-	int rc = -EAGAIN;
+	int rc;
 
 	(void)arg;
-	pthread_mutex_lock(&s->mu);
-	st = (uint8_t)hpr__page_settle(r, idx, s, true);
-	if (st == HPR_PS_LAZY || (st == HPR_PS_ABSENT && !hpr__os->any_resident(p, r->page_size))) {
-		pthread_mutex_unlock(&s->mu);
+	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_ABSENT) | HPR_PS_BIT(HPR_PS_PRESENT),
+			   HPR_PS_BUSY, true, &st) != 1)
+		return 0; /* LAZY */
+	if (st == HPR_PS_ABSENT && !hpr__os->any_resident(p, r->page_size)) {
+		hpr__page_put(r, idx, st, st);
 		return 0;
 	}
-	atomic_store(&r->state[idx], HPR_PS_BUSY);
-	pthread_mutex_unlock(&s->mu);
 
-	if (hpr__range_is_huge(r, p, r->page_size) == 1) {
+	if (hpr__range_is_huge(p, r->page_size) == 1)
 		rc = 0;
-	} else {
-		/* EAGAIN: pages transiently locked, pinned or off the LRU
-		 * (mm/khugepaged.c); a few retries settle it */
-		for (int t = 0; t < 4 && rc == -EAGAIN; t++)
-			rc = hpr__os->madvise(p, r->page_size, MADV_COLLAPSE);
-		if (!rc)
-			atomic_fetch_add(&r->collapsed_pages, 1);
-	}
+	else
+		rc = hpr__collapse_one(r, p, true);
 
-	pthread_mutex_lock(&s->mu);
-	if (st == HPR_PS_ABSENT && !rc) {
-		/* resident and huge now: the table learns it is present */
-		atomic_store(&r->state[idx], HPR_PS_PRESENT);
-		atomic_fetch_add(&r->present_pages, 1);
-	} else {
-		atomic_store(&r->state[idx], st);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	/* resident and huge now: the table learns an ABSENT page is present */
+	hpr__page_put(r, idx, st, st == HPR_PS_ABSENT && !rc ? HPR_PS_PRESENT : st);
 	return rc;
 }
+
+static const struct hpr__job_ops collapse_ops = { .page = collapse_page };
 
 static size_t measure_huge(hpr_region *r, size_t first, size_t last)
 {
@@ -69,10 +55,9 @@ static size_t measure_huge(hpr_region *r, size_t first, size_t last)
 	uintptr_t lo = (uintptr_t)r->base + hpr__page_off(r, first);
 	uintptr_t hi = (uintptr_t)r->base + hpr__page_off(r, last);
 
-	if (hpr__range_is_huge(r, r->base, 0) != -EOPNOTSUPP) {
+	if (hpr__range_is_huge(r->base, 0) != -EOPNOTSUPP) {
 		for (size_t i = first; i < last; i++)
-			if (hpr__range_is_huge(r, r->base + hpr__page_off(r, i),
-					       r->page_size) == 1)
+			if (hpr__range_is_huge(r->base + hpr__page_off(r, i), r->page_size) == 1)
 				n += r->page_size;
 		return n;
 	}
@@ -112,7 +97,7 @@ int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed)
 				 "THP or shmem huge pages are disabled here), so it is not "
 				 "collapsed: enable them (see `hpr probe`)",
 				 r->name);
-	rc = hpr__run(r, collapse_page, NULL, first, last);
+	rc = hpr__run(r, &collapse_ops, NULL, first, last);
 	if (collapsed)
 		*collapsed = measure_huge(r, first, last);
 	switch (rc) {

@@ -1,21 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fault-serialization table.
- *
- * Each region has one state byte per huge page (enum hpr_pstate). A
- * process-wide hashed table of slots (mutex + condvar, one cache line each,
- * a power of two with 16 slots per CPU) serializes state changes. Slots are
- * keyed by (backing object, huge page index) -- not by virtual address -- so
- * two mappings of one shmem or hugetlb file serialize on the same slot. This
- * is the scheme of the kernel's hugetlb_fault_mutex_table (mm/hugetlb.c,
- * which replaced one global instantiation mutex in 3.15 and had to switch
- * its key from address to (mapping, index) for shared mappings).
- *
- * A slot lock is held only for state transitions, never across the populate
- * syscall: the faulting thread marks the page FAULTING, drops the lock,
- * populates, and broadcasts on the slot's condvar. Threads wanting the same
- * page wait; threads wanting other pages never wait on it. The PRESENT fast
- * path is one acquire load and takes no lock.
+ * Fault-in: populating huge pages exactly once across threads, on the page
+ * state machine (pagestate.c). The faulting thread takes the page FAULTING,
+ * populates it with no lock held, and puts it PRESENT (or ABSENT after an
+ * error); threads wanting the same page wait for it, threads wanting other
+ * pages never do. The PRESENT fast path is one acquire load.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -27,56 +16,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-static struct hpr__slot *slots;
-static size_t slot_mask;
-static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
-static struct hpr__slot fallback_slot = { PTHREAD_MUTEX_INITIALIZER,
-					  PTHREAD_COND_INITIALIZER };
-
-static void slots_init(void)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-	size_t n = 64;
-
-	if (ncpu < 1)
-		ncpu = 1;
-	while (n < (size_t)ncpu * 16 && n < 8192)
-		n <<= 1;
-	if (posix_memalign((void **)&slots, HPR_CACHELINE, n * sizeof(*slots))) {
-		slots = &fallback_slot;
-		slot_mask = 0;
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_init(&slots[i].mu, NULL);
-		pthread_cond_init(&slots[i].cv, NULL);
-	}
-	slot_mask = n - 1;
-}
-
-size_t hpr__slot_count(void)
-{
-	pthread_once(&slots_once, slots_init);
-	return slot_mask + 1;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-	/* splitmix64 finalizer */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
-struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx)
-{
-	pthread_once(&slots_once, slots_init);
-	return &slots[mix64(r->obj_key ^ mix64(idx)) & slot_mask];
-}
 
 /* ---- PAGEMAP_SCAN (Linux 6.7, fs/proc/task_mmu.c) ---- */
 /*
@@ -112,53 +51,14 @@ static int pagemap_get(void)
 
 void hpr__fault_atfork(int phase)
 {
-	size_t n = hpr__slot_count();
-
+	hpr__pagestate_atfork(phase);
 	if (!hpr__fork_mutex(&pagemap_mu, phase))
 		return;
-	/*
-	 * child. The slot locks are not taken across the fork: there are
-	 * 64 to 8192 of them, and holding that many at once trips
-	 * ThreadSanitizer's deadlock detector (at most 64 held locks), in
-	 * the tests and in any TSan build of an application. They need not
-	 * be: a slot guards only atomic state bytes and counters, and the
-	 * child normalizes every state a parent thread may have been
-	 * changing (hpr__fault_table_child) and recounts the counters. So
-	 * each is made new here, unlocked, with no waiters (those counted
-	 * in a condvar are threads that do not exist here).
-	 */
-	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_init(&slots[i].mu, NULL);
-		pthread_cond_init(&slots[i].cv, NULL);
-	}
+	/* child */
 	if (pagemap_fd >= 0)
 		hpr__os->close(pagemap_fd);
 	pagemap_fd = -1;
 	atomic_store(&pagemap_pid, 0);
-}
-
-void hpr__fault_table_child(hpr_region *r)
-{
-	size_t present = 0, lazy = 0;
-
-	if (!r->state)
-		return;
-	/* A page in a transition belonged to a parent thread that does not
-	 * exist here: whatever it was doing (populate, release, reclaim,
-	 * collapse) is half done or not done in this copy. ABSENT is the
-	 * one state that is safe for all of them: hpr_fault_in populates it
-	 * again (keeping what it holds), hpr_save asks the kernel whether it
-	 * is resident, hpr_reclaim leaves it alone. */
-	for (size_t i = 0; i < r->npages; i++) {
-		uint8_t st = atomic_load_explicit(&r->state[i], memory_order_relaxed);
-
-		if (st == HPR_PS_FAULTING || st == HPR_PS_BUSY)
-			atomic_store_explicit(&r->state[i], HPR_PS_ABSENT, memory_order_relaxed);
-		present += st == HPR_PS_PRESENT;
-		lazy += st == HPR_PS_LAZY;
-	}
-	atomic_store(&r->present_pages, present);
-	atomic_store(&r->lazy_pages, lazy);
 }
 
 int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge)
@@ -171,12 +71,11 @@ int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *
 	return hpr__os->pagemap_count(fd, lo, hi, present, huge);
 }
 
-int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len)
+int hpr__range_is_huge(void *addr, size_t len)
 {
 	uint64_t present, huge;
 	int rc;
 
-	(void)r;
 	rc = hpr__pagemap_count((uintptr_t)addr, (uintptr_t)addr + len, &present, &huge);
 	if (rc)
 		return rc;
@@ -247,7 +146,7 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 			 r->name, at, strerror(-rc));
 }
 
-static int collapse_one(hpr_region *r, char *a, bool count)
+int hpr__collapse_one(hpr_region *r, char *a, bool count)
 {
 	int rc = -EAGAIN;
 
@@ -261,25 +160,18 @@ static int collapse_one(hpr_region *r, char *a, bool count)
 }
 
 /*
- * The raw step over [off, off+len): fallocate (when it pays), then
- * MADV_POPULATE_WRITE, or the touch loop where the kernel lacks it.
- * Returns the kernel's -errno, not yet explained.
+ * The raw step over [off, off+len): MADV_POPULATE_WRITE, or the touch loop
+ * where the kernel lacks it. No fallocate first: it does not pay (the
+ * zeroing is the same, plus a syscall and on shmem a second page-cache
+ * pass; docs/fault-engine.md). Returns the kernel's -errno, not yet
+ * explained.
  */
 static int populate_span(hpr_region *r, size_t off, size_t len)
 {
 	char *a = r->base + off;
-	int rc = 0;
+	int rc;
 
 	atomic_fetch_add_explicit(&r->populate_calls, 1, memory_order_relaxed);
-	/* use_fallocate is a hint that any worker may turn off: relaxed
-	 * atomic accesses, so the race is defined (and TSan-clean) */
-	if (__atomic_load_n(&r->use_fallocate, __ATOMIC_RELAXED)) {
-		rc = hpr__os->fallocate(r->fd, 0, (off_t)off, (off_t)len);
-		if (rc == -EOPNOTSUPP)
-			__atomic_store_n(&r->use_fallocate, false, __ATOMIC_RELAXED);
-		else if (rc)
-			return rc;
-	}
 	if (hpr__caps()->info.have_populate) {
 		/* EINTR: a signal arrived (5.14+ returns it rather than
 		 * restarting); what was populated stays, so go on */
@@ -315,9 +207,9 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 		return 0;
 	}
 	if (r->collapse_after) {
-		rc = collapse_one(r, a, true);
+		rc = hpr__collapse_one(r, a, true);
 	} else {
-		int h = known_huge < 0 ? hpr__range_is_huge(r, a, r->page_size) : 0;
+		int h = known_huge < 0 ? hpr__range_is_huge(a, r->page_size) : 0;
 
 		/* the common case: the fault gave a PMD mapping */
 		if (h > 0)
@@ -332,13 +224,13 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 			 * huge and HPR_F_FALLBACK was never asked (measured
 			 * on 6.1 under PR_SET_THP_DISABLE). Not counted as a
 			 * collapse: most pages were huge already. */
-			rc = collapse_one(r, a, false);
+			rc = hpr__collapse_one(r, a, false);
 		else if (h == 0 && (r->fault_huge || c->info.have_collapse))
-			rc = collapse_one(r, a, true);
+			rc = hpr__collapse_one(r, a, true);
 	}
 	/* -EOPNOTSUPP from the check with neither PAGEMAP_SCAN nor
 	 * MADV_COLLAPSE (< 6.1) passes: stats report small_mapped from smaps */
-	if (rc || hpr__range_is_huge(r, a, r->page_size) == 0) {
+	if (rc || hpr__range_is_huge(a, r->page_size) == 0) {
 		char ps[32];
 
 		if (r->flags & HPR_F_FALLBACK) {
@@ -376,56 +268,28 @@ enum claim { CLAIM_DONE, CLAIM_MINE, CLAIM_BUSY };
  */
 static enum claim claim_page(hpr_region *r, size_t idx, bool wait, uint8_t *prev)
 {
-	struct hpr__slot *s;
-	uint8_t st;
-	int settled;
+	int t;
 
-	st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
-	if (st == HPR_PS_PRESENT)
+	if (hpr__page_state(r, idx) == HPR_PS_PRESENT)
 		return CLAIM_DONE;
-	s = hpr__slot_for(r, idx);
-	pthread_mutex_lock(&s->mu);
-	settled = hpr__page_settle(r, idx, s, wait);
-	if (settled < 0) {
-		pthread_mutex_unlock(&s->mu);
+	t = hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_ABSENT) | HPR_PS_BIT(HPR_PS_LAZY),
+			   HPR_PS_FAULTING, wait, prev);
+	if (t < 0)
 		return CLAIM_BUSY;
-	}
-	st = (uint8_t)settled;
-	if (st == HPR_PS_PRESENT) {
-		pthread_mutex_unlock(&s->mu);
+	if (!t) /* present */
 		return CLAIM_DONE;
-	}
-	if (st == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP &&
-	    !(r->flags & HPR_F_GUARD)) {
+	if (*prev == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_GUARD)) {
 		/* released, not reclaimed: still mapped and intact */
-		atomic_store_explicit(&r->state[idx], HPR_PS_PRESENT, memory_order_release);
-		atomic_fetch_sub(&r->lazy_pages, 1);
-		atomic_fetch_add(&r->present_pages, 1);
-		pthread_mutex_unlock(&s->mu);
+		hpr__page_put(r, idx, HPR_PS_LAZY, HPR_PS_PRESENT);
 		return CLAIM_DONE;
 	}
-	atomic_store_explicit(&r->state[idx], HPR_PS_FAULTING, memory_order_relaxed);
-	pthread_mutex_unlock(&s->mu);
-	*prev = st;
 	return CLAIM_MINE;
 }
 
 /* Publish the outcome of a page we claimed and wake its waiters. */
 static void publish_page(hpr_region *r, size_t idx, uint8_t prev, int rc)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
-
-	pthread_mutex_lock(&s->mu);
-	if (prev == HPR_PS_LAZY)
-		atomic_fetch_sub(&r->lazy_pages, 1);
-	if (rc) {
-		atomic_store_explicit(&r->state[idx], HPR_PS_ABSENT, memory_order_release);
-	} else {
-		atomic_store_explicit(&r->state[idx], HPR_PS_PRESENT, memory_order_release);
-		atomic_fetch_add(&r->present_pages, 1);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	hpr__page_put(r, idx, prev, rc ? HPR_PS_ABSENT : HPR_PS_PRESENT);
 	if (rc)
 		record_error(r, rc, hpr__page_off(r, idx));
 	else
@@ -448,12 +312,11 @@ static int finish_page(hpr_region *r, size_t idx, uint8_t prev)
 	return rc;
 }
 
-int hpr__fault_page(hpr_region *r, size_t idx, void *arg)
+int hpr__fault_page(hpr_region *r, size_t idx)
 {
 	uint8_t prev = 0;
 
-	(void)arg;
-	if (atomic_load_explicit(&r->state[idx], memory_order_acquire) == HPR_PS_PRESENT)
+	if (hpr__page_state(r, idx) == HPR_PS_PRESENT)
 		return 0;
 	if (claim_page(r, idx, true, &prev) == CLAIM_DONE)
 		return 0;
@@ -488,8 +351,7 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
 		int h = -1;
 
 		if (r->backend != HPR_BACKEND_HUGETLB && !r->collapse_after) {
-			h = hpr__range_is_huge(r, r->base + hpr__page_off(r, a),
-					       n << r->page_shift);
+			h = hpr__range_is_huge(r->base + hpr__page_off(r, a), n << r->page_shift);
 			/* no PAGEMAP_SCAN (6.1-6.6): one MADV_COLLAPSE over
 			 * the run answers for all of it (0: every page is
 			 * PMD-mapped) and pays its lru_add_drain_all once;
@@ -508,14 +370,21 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
 
 #define HPR_RUN_MAX 64
 
-int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
-		     const _Atomic bool *cancel, size_t *done, size_t *err_idx)
+/*
+ * Fault pages [first, last) in (a worker's grab), claiming runs of absent
+ * pages and populating each run with one call. Returns the first error
+ * (its page in *err_idx); *done counts pages now present. Stops early on
+ * cancel.
+ */
+static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
+		       const _Atomic bool *cancel, size_t *done, size_t *err_idx)
 {
 	uint8_t prev[HPR_RUN_MAX];
 	int rcs[HPR_RUN_MAX];
 	int err = 0;
 	size_t i = first;
 
+	(void)arg;
 	*done = 0;
 	*err_idx = (size_t)-1;
 	while (i < last && !atomic_load_explicit(cancel, memory_order_relaxed)) {
@@ -557,7 +426,7 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 		if (c == CLAIM_DONE)
 			rc = 0;
 		else if (c == CLAIM_BUSY)
-			rc = hpr__fault_page(r, i, NULL);
+			rc = hpr__fault_page(r, i);
 		else
 			rc = finish_page(r, i, p);
 		if (rc && !err) {
@@ -571,6 +440,17 @@ int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
 	}
 	return err;
 }
+
+/* The first page of [first, last) not yet present. */
+static size_t first_pending(const hpr_region *r, size_t first, size_t last)
+{
+	while (first < last && hpr__page_state(r, first) == HPR_PS_PRESENT)
+		first++;
+	return first;
+}
+
+/* runs of pages, one populate per run */
+const struct hpr__job_ops hpr__fault_ops = { .batch = fault_batch, .pending = first_pending };
 
 int hpr_fault_error(hpr_region *r, size_t *off)
 {

@@ -99,11 +99,23 @@ int hpr__numa_residency(void *base, size_t size, size_t page_size,
 			size_t *node_bytes, unsigned *nr_nodes);
 
 /* ---- workers.c ---- */
-struct hpr__job;
 typedef int (*hpr__page_fn)(hpr_region *r, size_t idx, void *arg);
+/* Pages [first, last) at once; returns the first error (its page in
+ * *err_idx), *done counts the pages done. Stops early on *cancel. */
+typedef int (*hpr__batch_fn)(hpr_region *r, size_t first, size_t last, void *arg,
+			     const _Atomic bool *cancel, size_t *done, size_t *err_idx);
+
+/* What a job does with its pages. */
+struct hpr__job_ops {
+	hpr__page_fn page;   /* one page at a time, or */
+	hpr__batch_fn batch; /* each grab of pages at once (then page is unused) */
+	/* optional: the first page of [first, last) still to do once another
+	 * caller's job over the range has ended (a retry skips what it did) */
+	size_t (*pending)(const hpr_region *r, size_t first, size_t last);
+};
 
 struct hpr__job {
-	hpr__page_fn fn;
+	struct hpr__job_ops ops;
 	void *arg;
 	size_t first, last; /* page indices [first, last) */
 	size_t batch;
@@ -144,43 +156,54 @@ void hpr__pool_atfork(hpr_region *r, int phase);
 int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const void *cpus,
 		      size_t stack);
 void hpr__pool_destroy(hpr_region *r);
-/* Run fn over pages [first,last) with the workers and the caller; returns
+/* Run ops over pages [first,last) with the workers and the caller; returns
  * the first error (lowest page index). */
-int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t last);
+int hpr__run(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first, size_t last);
+/* Start ops over [first,last) as the background job on the workers alone
+ * (hpr_prefault_wait/_progress/_cancel follow it); -EBUSY while one runs. */
+int hpr__run_async(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first,
+		   size_t last);
+
+/* ---- pagestate.c: the page state machine (its comment says how) ---- */
+#define HPR_PS_BIT(st) (1u << (st))
+/* Page idx's state now: one acquire load, no lock (the fast paths). */
+static inline uint8_t hpr__page_state(const hpr_region *r, size_t idx);
+/*
+ * Take huge page idx for a change: wait until it is out of any transition
+ * (FAULTING, BUSY; with wait false return -1 at once instead), then, when
+ * its state is in the mask from (HPR_PS_BIT()s), mark it to (FAULTING or
+ * BUSY) and return 1, else leave it and return 0. *was is the state seen.
+ * A page taken must be given back with hpr__page_put.
+ */
+int hpr__page_take(hpr_region *r, size_t idx, unsigned from, enum hpr_pstate to, bool wait,
+		   uint8_t *was);
+/* Publish the state to of a page taken in state was, move the page
+ * counters from was to to, and wake the page's waiters. */
+void hpr__page_put(hpr_region *r, size_t idx, uint8_t was, enum hpr_pstate to);
+size_t hpr__slot_count(void);
+/* fork.c's handler for the slot table (through hpr__fault_atfork): the
+ * table made before a fork, and its locks made new in the child. */
+void hpr__pagestate_atfork(int phase);
+/* In a forked child: pages that were in a transition (FAULTING, BUSY) on
+ * a parent thread become ABSENT, and the page counters are recounted. */
+void hpr__fault_table_child(hpr_region *r);
 
 /* ---- fault.c ---- */
-struct hpr__slot {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-} __attribute__((aligned(HPR_CACHELINE)));
-
-struct hpr__slot *hpr__slot_for(const hpr_region *r, size_t idx);
-/*
- * With s->mu held (s = hpr__slot_for(r, idx)): wait until huge page idx is
- * out of any transition (FAULTING, BUSY) and return its state; when wait
- * is false return -1 at once instead of waiting (the lock stays held).
- */
-static inline int hpr__page_settle(hpr_region *r, size_t idx, struct hpr__slot *s,
-				   bool wait);
-
-size_t hpr__slot_count(void);
+/* The fault-in job: runs of pages, one populate per run (faultin.c). */
+extern const struct hpr__job_ops hpr__fault_ops;
 /* Fault one huge page in (exactly once across threads). */
-int hpr__fault_page(hpr_region *r, size_t idx, void *arg);
-/* Fault pages [first, last) in, claiming runs of absent pages and
- * populating each run with one call. Returns the first error (its page in
- * *err_idx); *done counts pages now present. Stops early on cancel. */
-int hpr__fault_batch(hpr_region *r, size_t first, size_t last,
-		     const _Atomic bool *cancel, size_t *done, size_t *err_idx);
+int hpr__fault_page(hpr_region *r, size_t idx);
+/* MADV_COLLAPSE of the huge page at a, retried while the kernel says
+ * EAGAIN (pages transiently locked, pinned or off the LRU); a success
+ * counts in collapsed_pages when count. 0 or -errno. */
+int hpr__collapse_one(hpr_region *r, char *a, bool count);
 /* Populate one huge page without the table (the raw step). */
 int hpr__populate_page(hpr_region *r, size_t idx);
 /* fork.c's handlers for the slot table and the pagemap fd. */
 void hpr__fault_atfork(int phase);
-/* In a forked child: pages that were in a transition (FAULTING, BUSY) on
- * a parent thread become ABSENT, and the page counters are recounted. */
-void hpr__fault_table_child(hpr_region *r);
 /* Is [addr,addr+len) PMD-mapped according to the kernel? 1 yes, 0 no,
  * negative errno when the kernel can't tell (no PAGEMAP_SCAN). */
-int hpr__range_is_huge(const hpr_region *r, void *addr, size_t len);
+int hpr__range_is_huge(void *addr, size_t len);
 /* Bytes of [lo, hi) mapped in this process (present, not the zero page)
  * and, of those, PMD-mapped or hugetlb, counted over exactly that range
  * whatever VMAs it shares. -EOPNOTSUPP without PAGEMAP_SCAN. */
@@ -264,7 +287,6 @@ struct hpr_region {
 
 	bool fault_huge;     /* faults on this mapping give PMD-mapped pages */
 	bool collapse_after; /* populate then MADV_COLLAPSE to get huge pages */
-	bool use_fallocate;  /* fallocate before populate (file backends) */
 	bool locked;	     /* mlocked by HPR_F_LOCK */
 	_Atomic bool mem_locked; /* the kernel said VM_LOCKED (mlockall) */
 	bool degraded;	     /* HPR_F_FALLBACK chose base pages at create */
@@ -311,22 +333,16 @@ static inline size_t hpr__page_off(const hpr_region *r, size_t idx)
 	return idx << r->page_shift;
 }
 
-static inline int hpr__page_settle(hpr_region *r, size_t idx, struct hpr__slot *s,
-				   bool wait)
+static inline uint8_t hpr__page_state(const hpr_region *r, size_t idx)
 {
-	for (;;) {
-		uint8_t st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
-
-		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
-			return st;
-		if (!wait)
-			return -1;
-		pthread_cond_wait(&s->cv, &s->mu);
-	}
+	return atomic_load_explicit(&r->state[idx], memory_order_acquire);
 }
 
 /* Validate [off,len) and widen to pages [*first, *last). */
 int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
 	       size_t *last);
+/* The same, its messages naming the public function fn. */
+int hpr__range_of(const char *fn, const hpr_region *r, size_t off, size_t len, size_t *first,
+		  size_t *last);
 
 #endif

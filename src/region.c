@@ -173,11 +173,9 @@ static bool region_atfork(struct hpr__fork_handle *h, int phase)
 	return true;
 }
 
-/* Track a live region across fork, with the leaf locks its use takes. */
+/* Track a live region across fork. */
 static void fork_track(hpr_region *r)
 {
-	hpr__fork_leaf(HPR__FORK_LEAF_FAULT, hpr__fault_atfork);
-	hpr__fork_leaf(HPR__FORK_LEAF_PROBE, hpr__probe_atfork);
 	r->fork.atfork = region_atfork;
 	hpr__fork_lock();
 	hpr__fork_handle_add(&r->fork);
@@ -297,6 +295,11 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 	*out = NULL;
 	if ((rc = config_copy(cfg, &c)) || (rc = config_check(&c)))
 		return rc;
+	/* the process-wide state a create starts to use (the probe cache,
+	 * the slot table, the pagemap fd) is fork-safe from here on: a fork
+	 * while this create prefaults must not copy a half-done setup */
+	hpr__fork_leaf(HPR__FORK_LEAF_FAULT, hpr__fault_atfork);
+	hpr__fork_leaf(HPR__FORK_LEAF_PROBE, hpr__probe_atfork);
 	r = region_alloc(&c);
 	if (!r)
 		return hpr__fail(-ENOMEM, "hpr_create: out of memory");

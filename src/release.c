@@ -70,7 +70,7 @@ static bool ent_live(const hpr_region *r, const struct lazy_ent *e)
 {
 	const struct hpr__lazyq *q = r->lazyq;
 
-	return atomic_load_explicit(&r->state[e->idx], memory_order_relaxed) == HPR_PS_LAZY &&
+	return hpr__page_state(r, e->idx) == HPR_PS_LAZY &&
 	       atomic_load_explicit(&q->seq[e->idx], memory_order_relaxed) == e->seq;
 }
 
@@ -225,24 +225,29 @@ static bool partial_mark(hpr_region *r, size_t idx, size_t lo, size_t hi)
 	return full;
 }
 
+/* Forget page idx's partial release map, if it has one. */
+static void partial_drop(hpr_region *r, size_t idx)
+{
+	uint64_t *m = atomic_load(&r->partial[idx]);
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&r->partial_mu);
+	m = atomic_load(&r->partial[idx]);
+	atomic_store(&r->partial[idx], NULL);
+	pthread_mutex_unlock(&r->partial_mu);
+	free(m);
+}
+
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len)
 {
 	size_t first = off >> r->page_shift;
 	size_t last = (off + len + r->page_size - 1) >> r->page_shift;
 
-	for (size_t i = first; i < last; i++) {
-		uint64_t *m = atomic_load_explicit(&r->partial[i], memory_order_relaxed);
-
-		if (!m)
-			continue;
-		/* reusing part of a partly released page: forget the release
-		 * (conservative: the page stays whole and in use) */
-		pthread_mutex_lock(&r->partial_mu);
-		m = atomic_load(&r->partial[i]);
-		atomic_store(&r->partial[i], NULL);
-		pthread_mutex_unlock(&r->partial_mu);
-		free(m);
-	}
+	/* reusing part of a partly released page: forget the release
+	 * (conservative: the page stays whole and in use) */
+	for (size_t i = first; i < last; i++)
+		partial_drop(r, i);
 }
 
 /*
@@ -252,33 +257,9 @@ void hpr__partial_clear(hpr_region *r, size_t off, size_t len)
  */
 static int take_busy(hpr_region *r, size_t idx, bool wait)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
-	uint8_t st;
-	int took = 0, settled;
+	uint8_t was;
 
-	pthread_mutex_lock(&s->mu);
-	settled = hpr__page_settle(r, idx, s, wait);
-	if (settled < 0) {
-		pthread_mutex_unlock(&s->mu);
-		return -1;
-	}
-	st = (uint8_t)settled;
-	if (st == HPR_PS_PRESENT) {
-		atomic_store(&r->state[idx], HPR_PS_BUSY);
-		took = 1;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return took;
-}
-
-static void set_state(hpr_region *r, size_t idx, uint8_t st)
-{
-	struct hpr__slot *s = hpr__slot_for(r, idx);
-
-	pthread_mutex_lock(&s->mu);
-	atomic_store_explicit(&r->state[idx], st, memory_order_release);
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	return hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_PRESENT), HPR_PS_BUSY, wait, &was);
 }
 
 /* Release the BUSY run [a, b): one syscall for the run. */
@@ -291,7 +272,7 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 
 	if (rc) {
 		for (size_t i = a; i < b; i++)
-			set_state(r, i, HPR_PS_PRESENT);
+			hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_PRESENT);
 		return hpr__fail(rc, "region '%s': out of memory for the release FIFO", r->name);
 	}
 	if (r->flags & HPR_F_GUARD) {
@@ -310,12 +291,10 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 	}
 	for (size_t i = a; i < b; i++) {
 		if (rc) {
-			set_state(r, i, HPR_PS_PRESENT);
+			hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_PRESENT);
 			continue;
 		}
-		atomic_fetch_sub(&r->present_pages, 1);
-		atomic_fetch_add(&r->lazy_pages, 1);
-		set_state(r, i, HPR_PS_LAZY);
+		hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_LAZY);
 		lazyq_push(r, (struct lazy_ent){ .idx = i }, false);
 	}
 	if (rc)
@@ -328,74 +307,58 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 
 static int reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed);
 
-int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
+/*
+ * The whole huge pages [*first, *last) that releasing [off, off+len) makes
+ * released: those inside it, and a partly covered head or tail page whose
+ * last part this release is (partial_mark). False when there is none.
+ */
+static bool whole_pages(hpr_region *r, size_t off, size_t len, size_t *first, size_t *last)
 {
-	size_t first, last, end, run = (size_t)-1;
-	int rc;
+	size_t end = off + len;
 
-	hpr__err_clear();
-	if (!r)
-		return hpr__fail(-EINVAL, "hpr_release_lazy: region is NULL");
-	if (r->not_mapped)
-		return hpr__region_mapped(r);
-	if (off > r->size || len > r->size - off)
-		return hpr__fail(-EINVAL,
-				 "hpr_release_lazy: range [%#zx, +%#zx) is outside "
-				 "region '%s' of %#zx bytes",
-				 off, len, r->name, r->size);
-	if (!len)
-		return 0;
-	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
-		rc = reclaimer_restart(r);
-		if (rc)
-			return rc;
-	}
-	end = off + len;
-	first = (off + r->page_size - 1) >> r->page_shift;
-	last = end >> r->page_shift;
-	/* partial head and tail pages */
-	if (first > last) { /* inside one page */
+	*first = (off + r->page_size - 1) >> r->page_shift;
+	*last = end >> r->page_shift;
+	if (*first > *last) { /* inside one page */
 		size_t idx = off >> r->page_shift;
 
-		if (!partial_mark(r, idx, off - hpr__page_off(r, idx),
-				  end - hpr__page_off(r, idx)))
-			return 0;
-		first = idx;
-		last = idx + 1;
-	} else {
-		if (off & (r->page_size - 1)) {
-			size_t idx = off >> r->page_shift;
-
-			if (partial_mark(r, idx, off - hpr__page_off(r, idx), r->page_size))
-				first = idx;
-		}
-		if (end & (r->page_size - 1)) {
-			size_t idx = end >> r->page_shift;
-
-			if (partial_mark(r, idx, 0, end - hpr__page_off(r, idx)))
-				last = idx + 1;
-		}
+		if (!partial_mark(r, idx, off - hpr__page_off(r, idx), end - hpr__page_off(r, idx)))
+			return false;
+		*first = idx;
+		*last = idx + 1;
+		return true;
 	}
-	/*
-	 * Gather runs of PRESENT pages taken BUSY and give each run to the
-	 * kernel in one call. Pages are taken in ascending order and a page
-	 * in transition is waited for only after the run held so far has
-	 * been flushed, so a release never sleeps while holding other pages
-	 * BUSY (no lock-order cycles with other releases, no fault-in stuck
-	 * behind an unrelated wait).
-	 */
-	rc = 0;
+	if (off & (r->page_size - 1)) {
+		size_t idx = off >> r->page_shift;
+
+		if (partial_mark(r, idx, off - hpr__page_off(r, idx), r->page_size))
+			*first = idx;
+	}
+	if (end & (r->page_size - 1)) {
+		size_t idx = end >> r->page_shift;
+
+		if (partial_mark(r, idx, 0, end - hpr__page_off(r, idx)))
+			*last = idx + 1;
+	}
+	return true;
+}
+
+/*
+ * Gather runs of PRESENT pages of [first, last) taken BUSY and give each
+ * run to the kernel in one call. Pages are taken in ascending order and a
+ * page in transition is waited for only after the run held so far has been
+ * flushed, so a release never sleeps while holding other pages BUSY (no
+ * lock-order cycles with other releases, no fault-in stuck behind an
+ * unrelated wait). Returns the first error.
+ */
+static int release_pages(hpr_region *r, size_t first, size_t last)
+{
+	size_t run = (size_t)-1;
+	int rc = 0;
+
 	for (size_t i = first; i < last; i++) {
-		uint64_t *m = atomic_load(&r->partial[i]);
 		int t;
 
-		if (m) { /* released whole now: drop its partial map */
-			pthread_mutex_lock(&r->partial_mu);
-			m = atomic_load(&r->partial[i]);
-			atomic_store(&r->partial[i], NULL);
-			pthread_mutex_unlock(&r->partial_mu);
-			free(m);
-		}
+		partial_drop(r, i); /* released whole now */
 		t = take_busy(r, i, false);
 		if (t == 1) {
 			if (run == (size_t)-1)
@@ -416,6 +379,27 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 
 		rc = rc ? rc : e;
 	}
+	return rc;
+}
+
+int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
+{
+	size_t first, last;
+	int rc;
+
+	hpr__err_clear();
+	/* checked only: a release rounds inwards (whole_pages) */
+	rc = hpr__range_of("hpr_release_lazy", r, off, len, &first, &last);
+	if (rc || !len)
+		return rc;
+	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
+		rc = reclaimer_restart(r);
+		if (rc)
+			return rc;
+	}
+	if (!whole_pages(r, off, len, &first, &last))
+		return 0;
+	rc = release_pages(r, first, last);
 	if (!rc && r->lazy_budget && (r->backend != HPR_BACKEND_THP || hpr__mem_locked(r, false))) {
 		size_t lazy = atomic_load(&r->lazy_pages) << r->page_shift;
 
@@ -471,28 +455,16 @@ int hpr__discard_page(hpr_region *r, size_t idx)
 /* Discard one LAZY page now. Returns 1 if discarded, 0 if not lazy. */
 static int reclaim_page(hpr_region *r, size_t idx)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
+	uint8_t was;
 	int rc;
 
-	pthread_mutex_lock(&s->mu);
-	if (atomic_load(&r->state[idx]) != HPR_PS_LAZY) {
-		pthread_mutex_unlock(&s->mu);
+	/* a page in a transition is not lazy (now) */
+	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_LAZY), HPR_PS_BUSY, false, &was) != 1)
 		return 0;
-	}
-	atomic_store(&r->state[idx], HPR_PS_BUSY);
-	pthread_mutex_unlock(&s->mu);
-
 	rc = hpr__discard_page(r, idx);
-	pthread_mutex_lock(&s->mu);
-	if (rc) {
-		atomic_store(&r->state[idx], HPR_PS_LAZY);
-	} else {
-		atomic_store(&r->state[idx], HPR_PS_ABSENT);
-		atomic_fetch_sub(&r->lazy_pages, 1);
+	if (!rc)
 		atomic_fetch_add(&r->reclaimed_bytes, r->page_size);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	hpr__page_put(r, idx, HPR_PS_LAZY, rc ? HPR_PS_LAZY : HPR_PS_ABSENT);
 	return rc ? rc : 1;
 }
 

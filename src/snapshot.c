@@ -238,7 +238,7 @@ static int verify_page(struct snap_op *op, size_t idx)
 static int page_landed(struct snap_op *op, size_t idx)
 {
 	if (op->pg[idx] & PG_LATE) {
-		int err = hpr__fault_page(op->r, idx, NULL);
+		int err = hpr__fault_page(op->r, idx);
 
 		if (err)
 			return op_fail(op, err, "%s", hpr_strerror(err));
@@ -272,7 +272,7 @@ static bool short_read_is_eof(const struct snap_op *op, size_t end_in_page)
 static int io_fail(struct snap_op *op, size_t idx, int err, uint64_t fo)
 {
 	if (err == -EFAULT && !op->save && (op->pg[idx] & PG_LATE)) {
-		int e = hpr__fault_page(op->r, idx, NULL);
+		int e = hpr__fault_page(op->r, idx);
 
 		if (e)
 			return op_fail(op, e, "%s", hpr_strerror(e));
@@ -463,7 +463,7 @@ static bool page_resident(const hpr_region *r, size_t idx)
 
 static bool has_contents(const hpr_region *r, size_t idx)
 {
-	uint8_t st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
+	uint8_t st = hpr__page_state(r, idx);
 
 	if (st == HPR_PS_PRESENT)
 		return true;
@@ -501,8 +501,7 @@ static int load_page(hpr_region *r, size_t idx, void *arg)
 		return err;
 	if (!(op->tab[idx].flags & HPR__SNAP_PG_DATA))
 		return 0;
-	if (atomic_load(&r->state[idx]) == HPR_PS_ABSENT && !op->direct &&
-	    !(r->flags & HPR_F_GUARD)) {
+	if (hpr__page_state(r, idx) == HPR_PS_ABSENT && !op->direct && !(r->flags & HPR_F_GUARD)) {
 		/* page-cache I/O copies into the mapping: let that copy fault
 		 * the page in (zeroing it just before it is overwritten, cache
 		 * hot, as a plain read() would), then record it in the fault
@@ -511,8 +510,8 @@ static int load_page(hpr_region *r, size_t idx, void *arg)
 		 * PROT_NONE, and only the fault table unprotects it (the copy
 		 * would be -EFAULT, part-way through the load) */
 		op->pg[idx] |= PG_FAULTED | PG_LATE;
-	} else if (atomic_load(&r->state[idx]) != HPR_PS_PRESENT) {
-		err = hpr__fault_page(r, idx, NULL);
+	} else if (hpr__page_state(r, idx) != HPR_PS_PRESENT) {
+		err = hpr__fault_page(r, idx);
 		if (err)
 			return op_fail(op, err, "%s", hpr_strerror(err));
 		op->pg[idx] |= PG_FAULTED;
@@ -525,28 +524,14 @@ static int load_page(hpr_region *r, size_t idx, void *arg)
  * state it is in; 0 or -errno. */
 static int discard_page(hpr_region *r, size_t idx)
 {
-	struct hpr__slot *s = hpr__slot_for(r, idx);
+	unsigned any = HPR_PS_BIT(HPR_PS_ABSENT) | HPR_PS_BIT(HPR_PS_PRESENT) |
+		       HPR_PS_BIT(HPR_PS_LAZY);
 	uint8_t st;
 	int rc;
 
-	pthread_mutex_lock(&s->mu);
-	st = (uint8_t)hpr__page_settle(r, idx, s, true);
-	atomic_store(&r->state[idx], HPR_PS_BUSY);
-	pthread_mutex_unlock(&s->mu);
-
+	hpr__page_take(r, idx, any, HPR_PS_BUSY, true, &st);
 	rc = hpr__discard_page(r, idx);
-	pthread_mutex_lock(&s->mu);
-	if (rc) {
-		atomic_store(&r->state[idx], st);
-	} else {
-		atomic_store(&r->state[idx], HPR_PS_ABSENT);
-		if (st == HPR_PS_PRESENT)
-			atomic_fetch_sub(&r->present_pages, 1);
-		else if (st == HPR_PS_LAZY)
-			atomic_fetch_sub(&r->lazy_pages, 1);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	hpr__page_put(r, idx, st, rc ? st : HPR_PS_ABSENT);
 	return rc;
 }
 
@@ -598,9 +583,8 @@ static int zero_page(hpr_region *r, size_t idx, bool locked)
 
 	if (!locked)
 		return discard_page(r, idx);
-	if (atomic_load(&r->state[idx]) != HPR_PS_PRESENT &&
-	    atomic_load(&r->state[idx]) != HPR_PS_ABSENT) {
-		rc = hpr__fault_page(r, idx, NULL);
+	if (hpr__page_state(r, idx) != HPR_PS_PRESENT && hpr__page_state(r, idx) != HPR_PS_ABSENT) {
+		rc = hpr__fault_page(r, idx);
 		if (rc)
 			return rc;
 	}
@@ -708,7 +692,7 @@ static int op_run(struct snap_op *op, hpr__page_fn fn)
 	c0 = get_ctx(op);
 	if (op->uring && (!c0 || !c0->has_ring))
 		op->uring = false;
-	rc = hpr__run(op->r, fn, op, 0, op->r->npages);
+	rc = hpr__run(op->r, &(struct hpr__job_ops){ .page = fn }, op, 0, op->r->npages);
 	n = atomic_load(&op->nctx_used);
 	if (n > op->nctx)
 		n = op->nctx;
@@ -1079,7 +1063,7 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		return rc;
 	}
 	for (size_t i = 0; i < r->npages; i++)
-		if (has_contents(r, i) || atomic_load(&r->state[i]) == HPR_PS_LAZY)
+		if (has_contents(r, i) || hpr__page_state(r, i) == HPR_PS_LAZY)
 			op.pg[i] |= PG_BEFORE;
 	rc = load_room(&op);
 	if (rc) {

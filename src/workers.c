@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The worker pool and the fault-in entry points.
+ * The worker pool: runs jobs over a region's pages.
  *
  * Each region owns a pool of threads, created and pinned (to the CPUs of its
  * NUMA nodes) the first time there is parallel work, all before that work is
  * published: creating a thread takes the mm's mmap lock, and spawning
  * threads while others populate convoys behind it. Workers pull batches of
  * huge pages from an atomic cursor, so there is no static split and no
- * straggler. A job is a page function (fault, collapse, snapshot load)
- * over a page range.
+ * straggler. A job is what to do with each page, or with each batch of
+ * pages (struct hpr__job_ops: fault-in, collapse, snapshot), over a page
+ * range; the pool knows nothing of what that is.
  *
  * A synchronous job (hpr_fault_in, hpr_collapse) runs on the caller plus the
  * workers. While a background prefault owns the pool, a synchronous caller
@@ -48,10 +49,8 @@ static size_t batch_for(const hpr_region *r, size_t npages)
 
 static void job_record_err(struct hpr__job *j, int rc, size_t idx)
 {
-	pthread_mutex_t *unused = NULL;
 	int zero = 0;
 
-	(void)unused;
 	if (atomic_compare_exchange_strong(&j->err, &zero, rc)) {
 		/* the detail was recorded in this thread: the job carries it
 		 * to the caller's (read once every thread has left the job) */
@@ -82,10 +81,9 @@ static void run_job(hpr_region *r, struct hpr__job *j)
 		if (b >= j->last)
 			break;
 		e = b + j->batch < j->last ? b + j->batch : j->last;
-		if (j->fn == hpr__fault_page) {
-			/* fault-in: runs of pages, one populate per run */
+		if (j->ops.batch) {
 			size_t done = 0, err_idx = 0;
-			int rc = hpr__fault_batch(r, b, e, &j->cancel, &done, &err_idx);
+			int rc = j->ops.batch(r, b, e, j->arg, &j->cancel, &done, &err_idx);
 
 			atomic_fetch_add_explicit(&j->done, done, memory_order_relaxed);
 			if (rc)
@@ -97,7 +95,7 @@ static void run_job(hpr_region *r, struct hpr__job *j)
 
 			if (atomic_load_explicit(&j->cancel, memory_order_relaxed))
 				break;
-			rc = j->fn(r, i, j->arg);
+			rc = j->ops.page(r, i, j->arg);
 			if (rc)
 				job_record_err(j, rc, i);
 			else
@@ -282,11 +280,11 @@ void hpr__pool_atfork(hpr_region *r, int phase)
 	}
 }
 
-static void job_init(struct hpr__job *j, hpr_region *r, hpr__page_fn fn,
-		     void *arg, size_t first, size_t last)
+static void job_init(struct hpr__job *j, hpr_region *r, const struct hpr__job_ops *ops, void *arg,
+		     size_t first, size_t last)
 {
 	memset(j, 0, sizeof(*j));
-	j->fn = fn;
+	j->ops = *ops;
 	j->arg = arg;
 	j->first = first;
 	j->last = last;
@@ -295,17 +293,18 @@ static void job_init(struct hpr__job *j, hpr_region *r, hpr__page_fn fn,
 	atomic_store(&j->err_idx, (size_t)-1);
 }
 
-int hpr__run(hpr_region *r, hpr__page_fn fn, void *arg, size_t first, size_t last)
+int hpr__run(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first, size_t last)
 {
 	struct hpr__pool *p = &r->pool;
 	struct hpr__job j;
 	int rc;
 
 again:
-	job_init(&j, r, fn, arg, first, last);
+	job_init(&j, r, ops, arg, first, last);
 	if (r->nworkers > 1 && last - first > 1) {
 		pthread_mutex_lock(&p->mu);
-		if (p->job && p->job != &p->async && p->job->fn == fn && p->job->arg == arg &&
+		if (p->job && p->job != &p->async && p->job->ops.page == ops->page &&
+		    p->job->ops.batch == ops->batch && p->job->arg == arg &&
 		    p->job->first <= first && p->job->last >= last) {
 			/* Another caller's synchronous job covers this range
 			 * and already runs on all the region's threads: wait
@@ -318,11 +317,8 @@ again:
 			while (p->job && p->gen == gen)
 				pthread_cond_wait(&p->done_cv, &p->mu);
 			pthread_mutex_unlock(&p->mu);
-			if (fn == hpr__fault_page) {
-				while (first < last &&
-				       atomic_load_explicit(&r->state[first], memory_order_acquire) ==
-					       HPR_PS_PRESENT)
-					first++;
+			if (ops->pending) {
+				first = ops->pending(r, first, last);
 				if (first == last)
 					return 0;
 			}
@@ -362,52 +358,36 @@ again:
 	return rc;
 }
 
-int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first,
-	       size_t *last)
+int hpr__range_of(const char *fn, const hpr_region *r, size_t off, size_t len, size_t *first,
+		  size_t *last)
 {
+	const char *sep = fn ? ": " : "";
+
+	fn = fn ? fn : "";
 	if (!r)
-		return hpr__fail(-EINVAL, "region is NULL");
+		return hpr__fail(-EINVAL, "%s%sregion is NULL", fn, sep);
 	if (r->not_mapped)
 		return hpr__region_mapped(r);
 	if (off > r->size || len > r->size - off)
 		return hpr__fail(-EINVAL,
-				 "range [%#zx, +%#zx) is outside region '%s' of %#zx bytes",
-				 off, len, r->name, r->size);
+				 "%s%srange [%#zx, +%#zx) is outside region '%s' of %#zx bytes", fn,
+				 sep, off, len, r->name, r->size);
 	*first = off >> r->page_shift;
 	*last = len ? (off + len + r->page_size - 1) >> r->page_shift : *first;
 	return 0;
 }
 
-int hpr_fault_in(hpr_region *r, size_t off, size_t len)
+int hpr__range(const hpr_region *r, size_t off, size_t len, size_t *first, size_t *last)
 {
-	size_t first = 0, last = 0, i;
-	int rc;
-
-	hpr__err_clear();
-	rc = hpr__range(r, off, len, &first, &last);
-	if (rc)
-		return rc;
-	hpr__partial_clear(r, off, len);
-	for (i = first; i < last; i++)
-		if (atomic_load_explicit(&r->state[i], memory_order_acquire) !=
-		    HPR_PS_PRESENT)
-			break;
-	if (i == last)
-		return 0; /* all present: no lock, no syscall */
-	return hpr__run(r, hpr__fault_page, NULL, i, last);
+	return hpr__range_of(NULL, r, off, len, first, last);
 }
 
-int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
+int hpr__run_async(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first,
+		   size_t last)
 {
-	struct hpr__pool *p;
-	size_t first = 0, last = 0;
+	struct hpr__pool *p = &r->pool;
 	int rc;
 
-	hpr__err_clear();
-	rc = hpr__range(r, off, len, &first, &last);
-	if (rc)
-		return rc;
-	p = &r->pool;
 	pthread_mutex_lock(&p->mu);
 	/* The check is made again after every wait: the wait drops the lock,
 	 * and another hpr_prefault_start may have taken the pool meanwhile
@@ -431,7 +411,7 @@ int hpr_prefault_start(hpr_region *r, size_t off, size_t len)
 		pthread_mutex_unlock(&p->mu);
 		return rc ? rc : hpr__fail(-EAGAIN, "no worker thread could be started");
 	}
-	job_init(&p->async, r, hpr__fault_page, NULL, first, last);
+	job_init(&p->async, r, ops, arg, first, last);
 	p->async_forked = false;
 	atomic_store(&p->async.running, p->nthreads);
 	p->job_workers = p->nthreads;
