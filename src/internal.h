@@ -150,11 +150,13 @@ int hpr__pool_init(hpr_region *r);
  * make it threadless and idle (CHILD; an async job of the parent's ends
  * there as -ECANCELED). */
 void hpr__pool_atfork(hpr_region *r, int phase);
-/* Start a library thread with every asynchronous signal blocked, pinned to
- * cpus (a cpu_set_t from hpr__numa_cpus(); NULL: not pinned) rather than
- * the starter's affinity. stack 0: the default size. Returns 0 or -errno. */
-int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const void *cpus,
-		      size_t stack);
+/* Start a library thread named name (at most 15 characters) with every
+ * asynchronous signal blocked, pinned to cpus (a cpu_set_t from
+ * hpr__numa_cpus(); NULL: not pinned) rather than the starter's affinity.
+ * Name, mask and affinity are in place when this returns. stack 0: the
+ * default size. Returns 0 or -errno. */
+int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *name,
+		      const void *cpus, size_t stack);
 void hpr__pool_destroy(hpr_region *r);
 /* Run ops over pages [first,last) with the workers and the caller; returns
  * the first error (lowest page index). */

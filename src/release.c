@@ -300,8 +300,8 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 	if (rc)
 		lazyq_unreserve(r, b - a);
 	if (rc && !guard_failed)
-		return hpr__fail(rc, "region '%s': releasing [%#zx, +%#zx) failed: %s",
-				 r->name, hpr__page_off(r, a), len, strerror(-rc));
+		return hpr__fail(rc, "region '%s': releasing [%#zx, +%#zx) failed: %s", r->name,
+				 hpr__page_off(r, a), len, strerror(-rc));
 	return rc;
 }
 
@@ -493,11 +493,12 @@ static int reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 			if (!lazyq_reserve(r, 1))
 				lazyq_push(r, ent, true);
 			if (!rc && e == -EPERM)
-				rc = hpr__fail(e,
-					       "region '%s' is mlocked and this kernel has no "
-					       "MADV_DONTNEED_LOCKED (Linux 5.18): its released pages "
-					       "stay resident; munlock the region to reclaim them",
-					       r->name);
+				rc = hpr__fail(
+					e,
+					"region '%s' is mlocked and this kernel has no "
+					"MADV_DONTNEED_LOCKED (Linux 5.18): its released pages "
+					"stay resident; munlock the region to reclaim them",
+					r->name);
 			else if (!rc)
 				rc = hpr__fail(e, "region '%s': reclaiming offset %#zx failed: %s",
 					       r->name, hpr__page_off(r, ent.idx), strerror(-e));
@@ -623,8 +624,8 @@ static int psi_arm(hpr_region *r, int *out)
 				 "create the region without HPR_F_PSI_RECLAIM",
 				 trig, path, strerror(e));
 	}
-	hpr__log(HPR_LOG_INFO, "region '%s': reclaiming on memory pressure from %s (%s)",
-		 r->name, path, trig);
+	hpr__log(HPR_LOG_INFO, "region '%s': reclaiming on memory pressure from %s (%s)", r->name,
+		 path, trig);
 	*out = fd;
 	return 0;
 }
@@ -636,7 +637,6 @@ static void *reclaimer_main(void *arg)
 	hpr_region *r = arg;
 	struct pollfd pf[2];
 
-	pthread_setname_np(pthread_self(), "hpr-reclaim");
 	pf[0].fd = r->psi_fd;
 	pf[0].events = POLLPRI;
 	pf[1].fd = r->reclaimer_pipe[0];
@@ -680,7 +680,7 @@ static int reclaimer_start(hpr_region *r)
 		return hpr__fail(rc, "HPR_F_PSI_RECLAIM: %s", strerror(-rc));
 	}
 	r->psi_fd = fd;
-	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r,
+	rc = hpr__thread_start(&r->reclaimer, reclaimer_main, r, "hpr-reclaim",
 			       hpr__numa_cpus(&r->numa, &cpus) ? NULL : &cpus, 0);
 	if (rc) {
 		hpr__os->close(fd);

@@ -123,12 +123,8 @@ static void *worker_main(void *argp)
 	struct hpr__pool *p = &r->pool;
 	uint64_t seen = 0;
 	unsigned wa_id = wa->id;
-	char name[16];
 
 	free(wa);
-	/* visible in top -H, ps -L and /proc/PID/task/TID/comm */
-	snprintf(name, sizeof(name), "hpr-fault/%u", wa_id);
-	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		struct hpr__job *j;
@@ -163,8 +159,8 @@ int hpr__pool_init(hpr_region *r)
 	return 0;
 }
 
-int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const void *cpus,
-		      size_t stack)
+int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const char *name,
+		      const void *cpus, size_t stack)
 {
 	pthread_attr_t attr;
 	sigset_t block, old;
@@ -193,6 +189,11 @@ int hpr__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const void 
 	rc = -pthread_create(th, &attr, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
+	/* named by the starter, not by the thread: visible in top -H, ps -L
+	 * and /proc/PID/task/TID/comm from the moment the start returns (a
+	 * thread naming itself may not have run yet) */
+	if (!rc)
+		pthread_setname_np(*th, name);
 	return rc;
 }
 
@@ -202,6 +203,7 @@ static int pool_start(hpr_region *r)
 	struct hpr__pool *p = &r->pool;
 	cpu_set_t set;
 	bool pin;
+	char name[16];
 	int rc = 0;
 
 	if (p->started)
@@ -219,7 +221,8 @@ static int pool_start(hpr_region *r)
 		}
 		wa->r = r;
 		wa->id = i;
-		rc = hpr__thread_start(&p->threads[i], worker_main, wa, pin ? &set : NULL,
+		snprintf(name, sizeof(name), "hpr-fault/%hu", (unsigned short)i); /* <= 1024 */
+		rc = hpr__thread_start(&p->threads[i], worker_main, wa, name, pin ? &set : NULL,
 				       256 * 1024);
 		if (rc) {
 			free(wa);
@@ -327,8 +330,7 @@ again:
 		if (!p->job && !pool_start(r) && p->nthreads) {
 			/* the caller and nworkers - 1 workers: nworkers
 			 * threads in all, not one more than asked */
-			unsigned nw = p->nthreads < r->nworkers - 1 ? p->nthreads
-								    : r->nworkers - 1;
+			unsigned nw = p->nthreads < r->nworkers - 1 ? p->nthreads : r->nworkers - 1;
 
 			atomic_store(&j.running, nw + 1);
 			p->job_workers = nw;
