@@ -282,7 +282,7 @@ static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
 		return hpr__fail(rc, "cannot map %zu bytes of anonymous memory: %s", r->size,
 				 strerror(-rc));
 	if (!degrade)
-		hpr__os->madvise(r->base, r->size, MADV_HUGEPAGE);
+		hpr__os_want_huge(r->base, r->size);
 	{
 		char nm[80];
 
@@ -404,11 +404,11 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 	if (rc)
 		return rc;
 	if (r->backend == HPR_BACKEND_SHMEM)
-		hpr__os->madvise(r->base, r->size, MADV_HUGEPAGE);
+		hpr__os_want_huge(r->base, r->size);
 	if (!(r->flags & HPR_F_SHARED))
 		/* a private region's file is ours alone: a forked child must
 		 * not share its later writes */
-		hpr__os->madvise(r->base, r->size, MADV_DONTFORK);
+		hpr__os_dont_fork(r->base, r->size);
 	if (!hpr__os->stat_dev_ino(NULL, r->fd, &dev, &ino))
 		r->obj_key = (dev << 40) ^ ino;
 	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE)) {

@@ -153,7 +153,7 @@ int hpr__collapse_one(hpr_region *r, char *a, bool count)
 	/* MADV_COLLAPSE returns EAGAIN when pages are transiently locked or
 	 * pinned; a few retries settle it (mm/khugepaged.c). */
 	for (int t = 0; t < 4 && rc == -EAGAIN; t++)
-		rc = hpr__os->madvise(a, r->page_size, MADV_COLLAPSE);
+		rc = hpr__os_collapse(a, r->page_size);
 	if (!rc && count)
 		atomic_fetch_add(&r->collapsed_pages, 1);
 	return rc;
@@ -176,7 +176,7 @@ static int populate_span(hpr_region *r, size_t off, size_t len)
 		/* EINTR: a signal arrived (5.14+ returns it rather than
 		 * restarting); what was populated stays, so go on */
 		do
-			rc = hpr__os->madvise(a, len, MADV_POPULATE_WRITE);
+			rc = hpr__os_populate(a, len);
 		while (rc == -EINTR);
 	} else {
 		rc = -EINVAL;
@@ -357,8 +357,7 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
 			 * PMD-mapped) and pays its lru_add_drain_all once;
 			 * page by page only when it says no */
 			if (h < 0 && !r->degraded && hpr__caps()->info.have_collapse &&
-			    !hpr__os->madvise(r->base + hpr__page_off(r, a), n << r->page_shift,
-					      MADV_COLLAPSE))
+			    !hpr__os_collapse(r->base + hpr__page_off(r, a), n << r->page_shift))
 				h = 1;
 		}
 		for (size_t i = a; i < b; i++)

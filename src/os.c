@@ -42,8 +42,7 @@ struct pm_scan_arg {
 #define PAGE_IS_HUGE (1 << 6)
 #endif
 
-static int os_mmap(void *addr, size_t len, int prot, int flags, int fd,
-		   off_t off, void **out)
+static int os_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, void **out)
 {
 	void *p = mmap(addr, len, prot, flags, fd, off);
 
@@ -133,8 +132,7 @@ static int os_fstatfs(int fd, struct statfs *st)
 	return fstatfs(fd, st) ? -errno : 0;
 }
 
-static int os_stat_dev_ino(const char *path, int fd, uint64_t *dev,
-			   uint64_t *ino)
+static int os_stat_dev_ino(const char *path, int fd, uint64_t *dev, uint64_t *ino)
 {
 	struct stat st;
 	int rc = path ? stat(path, &st) : fstat(fd, &st);
@@ -531,6 +529,42 @@ const struct hpr_os_ops hpr__os_real = {
 };
 
 const struct hpr_os_ops *hpr__os = &hpr__os_real;
+
+int hpr__os_populate(void *addr, size_t len)
+{
+	return hpr__os->madvise(addr, len, MADV_POPULATE_WRITE);
+}
+
+int hpr__os_populate_read(void *addr, size_t len)
+{
+	return hpr__os->madvise(addr, len, MADV_POPULATE_READ);
+}
+
+int hpr__os_collapse(void *addr, size_t len)
+{
+	return hpr__os->madvise(addr, len, MADV_COLLAPSE);
+}
+
+int hpr__os_discard(void *addr, size_t len, enum hpr__discard how)
+{
+	static const int advice[] = {
+		[HPR__DISCARD_LAZY] = MADV_FREE,
+		[HPR__DISCARD_NOW] = MADV_DONTNEED,
+		[HPR__DISCARD_LOCKED] = MADV_DONTNEED_LOCKED,
+	};
+
+	return hpr__os->madvise(addr, len, advice[how]);
+}
+
+int hpr__os_want_huge(void *addr, size_t len)
+{
+	return hpr__os->madvise(addr, len, MADV_HUGEPAGE);
+}
+
+int hpr__os_dont_fork(void *addr, size_t len)
+{
+	return hpr__os->madvise(addr, len, MADV_DONTFORK);
+}
 
 void hpr__os_set(const struct hpr_os_ops *ops)
 {

@@ -55,8 +55,7 @@
 #endif
 
 struct hpr_os_ops {
-	int (*mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off,
-		    void **out);
+	int (*mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off, void **out);
 	int (*munmap)(void *addr, size_t len);
 	int (*madvise)(void *addr, size_t len, int advice);
 	int (*mprotect)(void *addr, size_t len, int prot);
@@ -149,6 +148,33 @@ extern const struct hpr_os_ops hpr__os_real;
 /* Replace the hooks (tests); NULL restores the real ones. Not thread-safe
  * against calls in flight. */
 void hpr__os_set(const struct hpr_os_ops *ops);
+
+/*
+ * What policy code asks of memory, by meaning: it never spells an MADV_*
+ * value. Each is one call of the madvise hook, so a test fakes either the
+ * operation's advice there or (for a whole new behaviour) the hook; the
+ * kernel's -errno comes back unexplained. len 0 asks whether the kernel
+ * knows the operation (probe.c: madvise checks the advice first).
+ */
+/* fault [addr, addr+len) in for writing (MADV_POPULATE_WRITE, 5.14) */
+int hpr__os_populate(void *addr, size_t len);
+/* fault it in for reading: what is absent stays a hole's zero page, no
+ * allocation for shmem holes (MADV_POPULATE_READ, 5.14) */
+int hpr__os_populate_read(void *addr, size_t len);
+/* make it one huge page now (MADV_COLLAPSE, 6.1) */
+int hpr__os_collapse(void *addr, size_t len);
+enum hpr__discard {
+	HPR__DISCARD_LAZY,   /* when the kernel needs it (MADV_FREE; anonymous) */
+	HPR__DISCARD_NOW,    /* now (MADV_DONTNEED) */
+	HPR__DISCARD_LOCKED, /* now, mlocked memory too (MADV_DONTNEED_LOCKED, 5.18) */
+};
+/* give the memory back; anonymous memory reads zero afterwards, a shared
+ * file's stays in the file */
+int hpr__os_discard(void *addr, size_t len, enum hpr__discard how);
+/* ask for huge pages on faults (MADV_HUGEPAGE) */
+int hpr__os_want_huge(void *addr, size_t len);
+/* leave the range out of a forked child (MADV_DONTFORK) */
+int hpr__os_dont_fork(void *addr, size_t len);
 
 /* Mappings this process holds (lines of /proc/self/maps, read in
  * chunks: no allocation, so it works at vm.max_map_count), or -errno. */

@@ -220,8 +220,8 @@ static void probe_features(struct hpr_probe_info *in)
 	 * call tells whether the kernel knows the advice without side effects. */
 	if (!hpr__os->mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p)) {
-		in->have_populate = hpr__os->madvise(p, 0, MADV_POPULATE_WRITE) == 0;
-		in->have_collapse = hpr__os->madvise(p, 0, MADV_COLLAPSE) == 0;
+		in->have_populate = hpr__os_populate(p, 0) == 0;
+		in->have_collapse = hpr__os_collapse(p, 0) == 0;
 		in->have_anon_vma_name = hpr__os->name_anon(p, 4096, "hpr:probe") == 0;
 		hpr__os->munmap(p, 4096);
 	}

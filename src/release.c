@@ -281,7 +281,7 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 		guard_failed = rc != 0;
 	}
 	if (!rc && r->backend == HPR_BACKEND_THP && !hpr__mem_locked(r, false)) {
-		rc = hpr__os->madvise(p, len, MADV_FREE);
+		rc = hpr__os_discard(p, len, HPR__DISCARD_LAZY);
 		/* the kernel refuses MADV_FREE on VM_LOCKED memory (the
 		 * application's mlockall): a state change only, as on shmem */
 		if (rc == -EINVAL && hpr__mem_locked(r, true))
@@ -440,9 +440,9 @@ int hpr__discard_page(hpr_region *r, size_t idx)
 	int rc;
 
 	if (r->backend == HPR_BACKEND_THP) {
-		rc = hpr__os->madvise(a, r->page_size, MADV_DONTNEED);
+		rc = hpr__os_discard(a, r->page_size, HPR__DISCARD_NOW);
 		if (rc == -EINVAL && hpr__mem_locked(r, true)) {
-			rc = hpr__os->madvise(a, r->page_size, MADV_DONTNEED_LOCKED);
+			rc = hpr__os_discard(a, r->page_size, HPR__DISCARD_LOCKED);
 			if (rc == -EINVAL)
 				rc = -EPERM;
 		}

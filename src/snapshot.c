@@ -558,7 +558,7 @@ static int save_check(struct snap_op *op)
 		if (!ask)
 			continue;
 		do
-			rc = hpr__os->madvise(r->base + off, r->page_size, MADV_POPULATE_READ);
+			rc = hpr__os_populate_read(r->base + off, r->page_size);
 		while (rc == -EINTR);
 		if (rc)
 			return hpr__fail(-EFAULT,
