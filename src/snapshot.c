@@ -716,16 +716,96 @@ static void op_free(struct snap_op *op)
 	pthread_mutex_destroy(&op->mu);
 }
 
+/* The header of a snapshot whose data starts at data_off, for a page table
+ * of checksum table_sum with ndata data pages. */
+static void save_header(const hpr_region *r, char *hbuf, uint64_t data_off, uint64_t ndata,
+			uint64_t table_sum)
+{
+	struct hpr__snap_hdr *h = (struct hpr__snap_hdr *)hbuf;
+
+	memset(hbuf, 0, HPR__SNAP_HDR_SIZE);
+	memcpy(h->magic, HPR__SNAP_MAGIC, 8);
+	h->version = htole32(HPR__SNAP_VERSION);
+	h->hdr_len = htole32(sizeof(*h));
+	h->region_size = htole64(r->size);
+	h->page_size = htole64(r->page_size);
+	h->npages = htole64(r->npages);
+	h->flags = 0;
+	h->table_off = htole64(HPR__SNAP_TABLE_OFF);
+	h->data_off = htole64(data_off);
+	h->file_size = htole64(data_off + r->size);
+	h->pages_data = htole64(ndata);
+	h->table_sum = htole64(table_sum);
+	h->hdr_sum = 0;
+	h->hdr_sum = htole64(hpr__xxh64(h, sizeof(*h), 0));
+}
+
+/* The data pages: the file emptied (an interrupted save leaves no header:
+ * it goes last), sized, and written through op (O_DIRECT where it can). */
+static int save_data(struct snap_op *op, int fd, unsigned flags)
+{
+	hpr_region *r = op->r;
+	uint64_t data_off = layout_data_off(r->npages, r->page_size);
+	uint64_t file_size = data_off + r->size;
+	int rc = hpr__os->ftruncate(fd, 0), dfd;
+
+	if (!rc)
+		rc = hpr__os->ftruncate(fd, (off_t)file_size);
+	if (rc)
+		return hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
+				 (unsigned long long)file_size, strerror(-rc));
+	op->data_off = data_off;
+	dfd = open_data_fd(fd, true, flags);
+	if (dfd >= 0) {
+		op->fd = dfd;
+		op->direct = true;
+	}
+	rc = op_run(op, save_page);
+	if (dfd >= 0)
+		hpr__os->close(dfd);
+	op->fd = fd;
+	return rc ? hpr__fail(rc, "hpr_save: %s", op->msg) : 0;
+}
+
+/* The page table, then the header that makes the file a snapshot (each
+ * made durable first under HPR_SNAP_SYNC). */
+static int save_table(const struct snap_op *op, int fd, unsigned flags)
+{
+	hpr_region *r = op->r;
+	size_t tlen = r->npages * sizeof(struct hpr__snap_ent);
+	struct hpr__snap_ent *disk = malloc(tlen);
+	char hbuf[HPR__SNAP_HDR_SIZE];
+	uint64_t ndata = 0;
+	int rc;
+
+	if (!disk)
+		return hpr__fail(-ENOMEM, "hpr_save: cannot allocate the page table");
+	for (size_t i = 0; i < r->npages; i++) {
+		disk[i].sum = htole64(op->tab[i].sum);
+		disk[i].flags = htole32(op->tab[i].flags);
+		disk[i].reserved = 0;
+		ndata += op->tab[i].flags & HPR__SNAP_PG_DATA;
+	}
+	save_header(r, hbuf, op->data_off, ndata, hpr__xxh64(disk, tlen, 0));
+	rc = hpr__os->pwrite_full(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
+	free(disk);
+	if (!rc && (flags & HPR_SNAP_SYNC))
+		rc = hpr__os->fdatasync(fd);
+	if (!rc)
+		rc = hpr__os->pwrite_full(fd, hbuf, sizeof(hbuf), 0);
+	if (!rc && (flags & HPR_SNAP_SYNC))
+		rc = hpr__os->fdatasync(fd);
+	if (rc)
+		return hpr__fail(rc, "hpr_save: writing the snapshot's table/header failed: %s",
+				 strerror(-rc));
+	return 0;
+}
+
 int hpr_save(hpr_region *r, int fd, unsigned flags)
 {
-	struct hpr__snap_ent *disk = NULL;
-	struct hpr__snap_hdr *h;
 	struct snap_op op;
 	struct stat st;
-	uint64_t data_off, file_size, ndata = 0;
-	size_t tlen;
-	char hbuf[HPR__SNAP_HDR_SIZE];
-	int rc, dfd;
+	int rc;
 
 	hpr__err_clear();
 	if (!r)
@@ -743,81 +823,13 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 		op.pg = calloc(r->npages, 1);
 		rc = op.pg ? save_check(&op) : hpr__fail(-ENOMEM, "hpr_save: out of memory");
 	}
-	if (rc)
-		goto out;
-	data_off = layout_data_off(r->npages, r->page_size);
-	file_size = data_off + r->size;
-	/* empty first: an interrupted save leaves no header (it goes last) */
-	rc = hpr__os->ftruncate(fd, 0);
-	if (!rc)
-		rc = hpr__os->ftruncate(fd, (off_t)file_size);
-	if (rc) {
-		rc = hpr__fail(rc, "hpr_save: cannot size the file to %llu bytes: %s",
-			       (unsigned long long)file_size, strerror(-rc));
-		goto fail;
+	if (!rc) {
+		rc = save_data(&op, fd, flags);
+		if (!rc)
+			rc = save_table(&op, fd, flags);
+		if (rc)
+			truncate_quiet(fd); /* no half snapshot left looking valid; frees space */
 	}
-	op.data_off = data_off;
-	dfd = open_data_fd(fd, true, flags);
-	if (dfd >= 0) {
-		op.fd = dfd;
-		op.direct = true;
-	}
-	rc = op_run(&op, save_page);
-	if (dfd >= 0)
-		hpr__os->close(dfd);
-	if (rc) {
-		rc = hpr__fail(rc, "hpr_save: %s", op.msg);
-		goto fail;
-	}
-
-	tlen = r->npages * sizeof(*disk);
-	disk = malloc(tlen);
-	if (!disk) {
-		rc = hpr__fail(-ENOMEM, "hpr_save: cannot allocate the page table");
-		goto fail;
-	}
-	for (size_t i = 0; i < r->npages; i++) {
-		disk[i].sum = htole64(op.tab[i].sum);
-		disk[i].flags = htole32(op.tab[i].flags);
-		disk[i].reserved = 0;
-		ndata += op.tab[i].flags & HPR__SNAP_PG_DATA;
-	}
-	memset(hbuf, 0, sizeof(hbuf));
-	h = (struct hpr__snap_hdr *)hbuf;
-	memcpy(h->magic, HPR__SNAP_MAGIC, 8);
-	h->version = htole32(HPR__SNAP_VERSION);
-	h->hdr_len = htole32(sizeof(*h));
-	h->region_size = htole64(r->size);
-	h->page_size = htole64(r->page_size);
-	h->npages = htole64(r->npages);
-	h->flags = 0;
-	h->table_off = htole64(HPR__SNAP_TABLE_OFF);
-	h->data_off = htole64(data_off);
-	h->file_size = htole64(file_size);
-	h->pages_data = htole64(ndata);
-	h->table_sum = htole64(hpr__xxh64(disk, tlen, 0));
-	h->hdr_sum = 0;
-	h->hdr_sum = htole64(hpr__xxh64(h, sizeof(*h), 0));
-
-	rc = hpr__os->pwrite_full(fd, disk, tlen, HPR__SNAP_TABLE_OFF);
-	if (!rc && (flags & HPR_SNAP_SYNC))
-		rc = hpr__os->fdatasync(fd);
-	if (!rc)
-		rc = hpr__os->pwrite_full(fd, hbuf, sizeof(hbuf), 0);
-	if (!rc && (flags & HPR_SNAP_SYNC))
-		rc = hpr__os->fdatasync(fd);
-	if (rc) {
-		rc = hpr__fail(rc, "hpr_save: writing the snapshot's table/header failed: %s",
-			       strerror(-rc));
-		goto fail;
-	}
-	free(disk);
-	op_free(&op);
-	return 0;
-fail:
-	truncate_quiet(fd); /* no half snapshot left looking valid; frees space */
-out:
-	free(disk);
 	op_free(&op);
 	return rc;
 }
