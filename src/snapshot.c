@@ -1035,13 +1035,87 @@ static int load_room(struct snap_op *op)
 			 hpr__fmt_size((size_t)have, sz2, sizeof(sz2)));
 }
 
+/* Everything load checks before it touches the region: the header, the
+ * page table, the file's extents, the room for the pages to come; which
+ * pages had contents before. */
+static int load_prepare(struct snap_op *op, hpr_region *r, int fd)
+{
+	uint64_t table_sum = 0, pages_data = 0;
+	struct stat st;
+	int rc = check_fd("hpr_load", fd, false, &st);
+
+	if (rc)
+		return rc;
+	rc = load_header(r, fd, &st, &op->data_off, &table_sum, &pages_data);
+	if (rc)
+		return rc;
+	op->pg = calloc(r->npages, 1);
+	if (!op->pg)
+		return hpr__fail(-ENOMEM, "hpr_load: out of memory");
+	rc = load_table(op, fd, table_sum, pages_data);
+	if (!rc)
+		rc = load_extents(op, fd);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < r->npages; i++)
+		if (has_contents(r, i) || hpr__page_state(r, i) == HPR_PS_LAZY)
+			op->pg[i] |= PG_BEFORE;
+	return load_room(op);
+}
+
+/* A failed load: pages that were absent go back to absent; overwritten
+ * pages are reported. Returns the pages changed. */
+static size_t load_undo(const struct snap_op *op)
+{
+	hpr_region *r = op->r;
+	size_t nchanged = 0;
+
+	for (size_t i = 0; i < r->npages; i++) {
+		if (op->pg[i] & PG_BEFORE) {
+			if (op->pg[i] & PG_WRITTEN)
+				nchanged++;
+		} else if ((op->pg[i] & (PG_FAULTED | PG_WRITTEN)) && discard_page(r, i)) {
+			nchanged++;
+		}
+	}
+	return nchanged;
+}
+
+/* After the data landed: the snapshot's holes drop what the region has
+ * there. Counts the pages changed into *nchanged. */
+static int load_holes(const struct snap_op *op, size_t *nchanged)
+{
+	hpr_region *r = op->r;
+	bool locked = false, locked_known = false;
+
+	for (size_t i = 0; i < r->npages; i++) {
+		int rc;
+
+		if (op->tab[i].flags & HPR__SNAP_PG_DATA) {
+			++*nchanged;
+			continue;
+		}
+		if (!(op->pg[i] & PG_BEFORE))
+			continue;
+		if (!locked_known) {
+			locked = hpr__mem_locked(r, true);
+			locked_known = true;
+		}
+		++*nchanged;
+		rc = zero_page(r, i, locked);
+		if (rc)
+			return hpr__fail(rc,
+					 "hpr_load: dropping page %zu (a hole in the "
+					 "snapshot) failed: %s; %zu bytes of region '%s' changed",
+					 i, strerror(-rc), *nchanged * r->page_size, r->name);
+	}
+	return 0;
+}
+
 int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 {
 	struct snap_op op;
-	struct stat st;
-	uint64_t data_off = 0, table_sum = 0, pages_data = 0;
 	size_t nchanged = 0;
-	bool locked = false, locked_known = false;
 	int rc, dfd;
 
 	hpr__err_clear();
@@ -1053,36 +1127,13 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		return hpr__region_mapped(r);
 	if (flags & ~HPR_SNAP_ALL_)
 		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
-	rc = check_fd("hpr_load", fd, false, &st);
-	if (rc)
-		return rc;
-	rc = load_header(r, fd, &st, &data_off, &table_sum, &pages_data);
-	if (rc)
-		return rc;
 	rc = op_init(&op, r, false, fd, flags);
-	if (!rc) {
-		op.data_off = data_off;
-		op.pg = calloc(r->npages, 1);
-		if (!op.pg)
-			rc = hpr__fail(-ENOMEM, "hpr_load: out of memory");
-	}
 	if (!rc)
-		rc = load_table(&op, fd, table_sum, pages_data);
-	if (!rc)
-		rc = load_extents(&op, fd);
+		rc = load_prepare(&op, r, fd);
 	if (rc) {
 		op_free(&op);
 		return rc;
 	}
-	for (size_t i = 0; i < r->npages; i++)
-		if (has_contents(r, i) || hpr__page_state(r, i) == HPR_PS_LAZY)
-			op.pg[i] |= PG_BEFORE;
-	rc = load_room(&op);
-	if (rc) {
-		op_free(&op);
-		return rc;
-	}
-
 	dfd = open_data_fd(fd, false, flags);
 	if (dfd >= 0) {
 		op.fd = dfd;
@@ -1091,48 +1142,14 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 	rc = op_run(&op, load_page);
 	if (dfd >= 0)
 		hpr__os->close(dfd);
-
 	if (rc) {
-		/* undo what can be undone: pages that were absent go back to
-		 * absent; overwritten pages are reported */
-		for (size_t i = 0; i < r->npages; i++) {
-			if (op.pg[i] & PG_BEFORE) {
-				if (op.pg[i] & PG_WRITTEN)
-					nchanged++;
-			} else if ((op.pg[i] & (PG_FAULTED | PG_WRITTEN)) &&
-				   discard_page(r, i)) {
-				nchanged++;
-			}
-		}
-		if (changed)
-			*changed = nchanged * r->page_size;
-		rc = hpr__fail(rc, "hpr_load: %s (%s: %zu bytes of region '%s' changed)",
-			       op.msg, nchanged ? "pages that had contents were overwritten" :
-						  "the region is as it was",
+		nchanged = load_undo(&op);
+		rc = hpr__fail(rc, "hpr_load: %s (%s: %zu bytes of region '%s' changed)", op.msg,
+			       nchanged ? "pages that had contents were overwritten" :
+					  "the region is as it was",
 			       nchanged * r->page_size, r->name);
-		op_free(&op);
-		return rc;
-	}
-	/* the snapshot's holes: drop what the region has there */
-	for (size_t i = 0; i < r->npages; i++) {
-		if (op.tab[i].flags & HPR__SNAP_PG_DATA) {
-			nchanged++;
-			continue;
-		}
-		if (!(op.pg[i] & PG_BEFORE))
-			continue;
-		if (!locked_known) {
-			locked = hpr__mem_locked(r, true);
-			locked_known = true;
-		}
-		nchanged++;
-		rc = zero_page(r, i, locked);
-		if (rc) {
-			rc = hpr__fail(rc, "hpr_load: dropping page %zu (a hole in the "
-					   "snapshot) failed: %s; %zu bytes of region '%s' changed",
-				       i, strerror(-rc), nchanged * r->page_size, r->name);
-			break;
-		}
+	} else {
+		rc = load_holes(&op, &nchanged);
 	}
 	if (changed)
 		*changed = nchanged * r->page_size;
