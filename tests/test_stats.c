@@ -83,7 +83,7 @@ static long long k_huge(void *p, size_t len)
 /* Map len bytes like the application would (private anonymous,
  * MAP_NORESERVE like a THP region, MADV_HUGEPAGE) at the first free
  * address from `at` outward in steps of `step` (down if step < 0), touch
- * it, and return it. */
+ * it, and return it; NULL if the 64 steps find no room. */
 static char *neighbour(uintptr_t at, long step, size_t len)
 {
 	for (int i = 0; i < 64; i++, at += (uintptr_t)step) {
@@ -100,8 +100,49 @@ static char *neighbour(uintptr_t at, long step, size_t len)
 		memset(p, 0x5a, len);
 		return p;
 	}
-	ck_abort_msg("no free address next to the region");
 	return NULL;
+}
+
+/*
+ * A region with an application mapping of nlen bytes on each side, as near
+ * as the layout allows (*lo, *hi). Where the region was placed against
+ * other mappings (no room within the search: the alignment slack fell on
+ * the other side, which ASLR decides), it is made again while a PROT_NONE
+ * stand-in holds its old place, so the next one lands below; the
+ * stand-ins go once a region with room on both sides exists.
+ */
+static hpr_region *region_between(enum hpr_backend be, const char *path, size_t nlen, long step,
+				  char **lo, char **hi)
+{
+	void *held[8];
+	int nheld = 0;
+	hpr_region *r = NULL;
+
+	for (;;) {
+		char *b;
+
+		r = t_region(be, path, REGION, 1, 0);
+		b = hpr_base(r);
+		*lo = neighbour((uintptr_t)b - nlen, -step, nlen);
+		*hi = neighbour((uintptr_t)b + REGION, step, nlen);
+		if (*lo && *hi)
+			break;
+		ck_assert_msg(nheld < 8, "no room next to 8 regions in a row");
+		if (*lo)
+			ck_assert_int_eq(munmap(*lo, nlen), 0);
+		if (*hi)
+			ck_assert_int_eq(munmap(*hi, nlen), 0);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+		/* the span the region and its guard pages had */
+		held[nheld] = mmap(b - 4096, REGION + 8192, PROT_NONE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+				   -1, 0);
+		ck_assert_ptr_eq(held[nheld], b - 4096);
+		nheld++;
+	}
+	while (nheld--)
+		ck_assert_int_eq(munmap(held[nheld], REGION + 8192), 0);
+	return r;
 }
 
 /* The region's VMAs in /proc/self/maps: none may reach past the region. */
@@ -161,12 +202,8 @@ static void neighbours_case(enum hpr_backend be, const char *path, bool huge)
 {
 	size_t nlen = huge ? 2 * MiB : 64 * 1024;
 	long step = huge ? (long)(2 * MiB) : 4096;
-	hpr_region *r = t_region(be, path, REGION, 1, 0);
-	char *b = hpr_base(r), *lo, *hi;
-	char what[64];
-
-	lo = neighbour((uintptr_t)b - nlen, -step, nlen);
-	hi = neighbour((uintptr_t)b + REGION, step, nlen);
+	char *lo, *hi, what[64];
+	hpr_region *r = region_between(be, path, nlen, step, &lo, &hi);
 	snprintf(what, sizeof(what), "%s, %s neighbours, untouched", hpr_backend_name(be),
 		 huge ? "huge" : "small");
 	check(r, what);
