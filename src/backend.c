@@ -674,6 +674,15 @@ static const int soft_hugetlb[] = { -ENOMEM, -EOPNOTSUPP, -ENOSPC, 0 };
 static const int soft_hugetlb_explicit[] = { -ENOMEM, -EOPNOTSUPP, 0 };
 static const int soft_other[] = { -EOPNOTSUPP, 0 };
 
+/* rc is one of the errors in soft (0-terminated) */
+static bool is_soft(int rc, const int *soft)
+{
+	for (; *soft; soft++)
+		if (rc == *soft)
+			return true;
+	return false;
+}
+
 /*
  * One attempt at huge pages from backend b. With soft (the caller can fall
  * back) the attempt is quiet: an error in soft comes back with the region
@@ -697,12 +706,10 @@ static int try_huge(hpr_region *r, const struct hpr_config *c, const struct hpr_
 		hpr__err_quiet(false);
 	if (!rc || !soft)
 		return rc;
-	for (; *soft; soft++)
-		if (rc == *soft) {
-			reset_region(r);
-			return rc;
-		}
-	return unhandled(rc);
+	if (!is_soft(rc, soft))
+		return unhandled(rc);
+	reset_region(r);
+	return rc;
 }
 
 /* Why each step of the AUTO chain gave up, for the final message. */
@@ -754,18 +761,18 @@ static int create_auto(hpr_region *r, const struct hpr_config *c, const struct h
 	int rc;
 
 	rc = try_huge(r, c, on_htlb ? m : NULL, HPR_BACKEND_HUGETLB, soft_hugetlb);
-	if (rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -ENOSPC)
+	if (!is_soft(rc, soft_hugetlb))
 		return rc ? rc : finish(r);
 	reason(&why, "hugetlb", hpr_strerror(rc));
 	if (m && m->fstype == TMPFS_MAGIC) {
 		rc = try_huge(r, c, m, HPR_BACKEND_SHMEM, soft_other);
-		if (rc != -EOPNOTSUPP)
+		if (!is_soft(rc, soft_other))
 			return rc ? rc : finish(r);
 		reason(&why, "shmem", hpr_strerror(rc));
 	}
 	if (c->flags & HPR_F_SHARED) {
 		rc = try_huge(r, c, NULL, HPR_BACKEND_SHMEM, soft_other);
-		if (rc != -EOPNOTSUPP)
+		if (!is_soft(rc, soft_other))
 			return rc ? rc : finish(r);
 		reason(&why, "shmem memfd", hpr_strerror(rc));
 	} else if (thp_mode() != HPR_THP_NEVER) {
@@ -808,7 +815,7 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 					 "mounted huge= for shmem",
 					 c->path);
 		rc = try_huge(r, c, m, HPR_BACKEND_SHMEM, fallback ? soft_other : NULL);
-		if (rc == -EOPNOTSUPP && fallback) {
+		if (fallback && is_soft(rc, soft_other)) {
 			hpr__log(HPR_LOG_INFO, "region '%s': %s; using base pages (HPR_F_FALLBACK)",
 				 r->name, hpr_strerror(rc));
 			rc = setup_shmem(r, c, m, true);
@@ -823,7 +830,7 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 					 c->path);
 		rc = try_huge(r, c, m, HPR_BACKEND_HUGETLB,
 			      fallback ? soft_hugetlb_explicit : NULL);
-		if ((rc == -ENOMEM || rc == -EOPNOTSUPP) && fallback) {
+		if (fallback && is_soft(rc, soft_hugetlb_explicit)) {
 			hpr__log(HPR_LOG_INFO, "region '%s': %s; falling back (HPR_F_FALLBACK)",
 				 r->name, hpr_strerror(rc));
 			rc = setup_hugetlb_fallback(r, c);
