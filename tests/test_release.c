@@ -9,6 +9,8 @@
  *    because released memory was reclaimed, and is killed without the
  *    release (the control run proves the test can fail);
  *  - reclaim gives a tmpfs file's blocks and hugetlb pages back;
+ *  - the PSI reclaimer fires under real pressure in a memory cgroup and
+ *    gives the released pages back, where a region without it keeps them;
  *  - guard mode, locked regions, forked children, bad input.
  */
 #include "common.h"
@@ -23,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_PAGEOUT
@@ -97,15 +100,16 @@ static int page_is(const char *base, size_t o, unsigned gen)
 }
 
 /* Check [off, off+len): every 4 KiB page is its own tag or zero. */
-static void check_old_or_zero(const char *base, size_t off, size_t len, unsigned gen,
-			      size_t *nold, size_t *nzero)
+static void check_old_or_zero(const char *base, size_t off, size_t len, unsigned gen, size_t *nold,
+			      size_t *nzero)
 {
 	*nold = *nzero = 0;
 	for (size_t o = off; o < off + len; o += PG) {
 		int k = page_is(base, o, gen);
 
-		ck_assert_msg(k >= 0, "4 KiB page at %#zx holds data that is neither "
-				      "its own nor zeros",
+		ck_assert_msg(k >= 0,
+			      "4 KiB page at %#zx holds data that is neither "
+			      "its own nor zeros",
 			      o);
 		if (k)
 			(*nold)++;
@@ -159,8 +163,7 @@ static void data_contract(enum which w)
 	if (w != W_THP)
 		check_intact(b, 5 * hp, size - 5 * hp, 1);
 	/* and the test saw the kernel discard something */
-	ck_assert_msg(nzero >= 4 * hp / PG, "only %zu zero pages: reclaim did nothing",
-		      nzero);
+	ck_assert_msg(nzero >= 4 * hp / PG, "only %zu zero pages: reclaim did nothing", nzero);
 	if (w == W_THP)
 		ck_assert_msg(nzero >= (4 * hp + hp + hp / 2) / PG,
 			      "MADV_PAGEOUT discarded nothing of the lazily freed range "
@@ -292,8 +295,8 @@ static void cg_write(const char *file, const char *val)
 	snprintf(p, sizeof(p), "%s/%s", cg_dir, file);
 	fd = open(p, O_WRONLY);
 	ck_assert_msg(fd >= 0, "open %s: %s", p, strerror(errno));
-	ck_assert_msg(write(fd, val, strlen(val)) == (ssize_t)strlen(val), "write %s=%s: %s",
-		      p, val, strerror(errno));
+	ck_assert_msg(write(fd, val, strlen(val)) == (ssize_t)strlen(val), "write %s=%s: %s", p,
+		      val, strerror(errno));
 	close(fd);
 }
 
@@ -394,8 +397,9 @@ static void cgroup_case(enum which w)
 	int with = cg_run(w, true);
 	int without;
 
-	ck_assert_msg(with == 0, "with the release the child failed (%d: exit code "
-				 "or -signal)",
+	ck_assert_msg(with == 0,
+		      "with the release the child failed (%d: exit code "
+		      "or -signal)",
 		      with);
 	without = cg_run(w, false);
 	ck_assert_msg(without == -SIGKILL || without == 15,
@@ -486,8 +490,7 @@ START_TEST(hugetlb_reclaim_frees_pages)
 	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
 	ck_assert_uint_eq(got, size);
 	free2 = (unsigned long)t_meminfo("HugePages_Free");
-	ck_assert_msg(free2 == free0 + size / (2 * MiB), "HugePages_Free %lu -> %lu",
-		      free0, free2);
+	ck_assert_msg(free2 == free0 + size / (2 * MiB), "HugePages_Free %lu -> %lu", free0, free2);
 	/* and the pages come back (zeros) */
 	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
 	for (size_t o = 0; o < size; o += PG)
@@ -650,8 +653,7 @@ START_TEST(fork_shmem)
 	fill(sb, 0, PG, 2);
 	ck_assert_int_eq(write(go[1], "g", 1), 1);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x",
-		      status);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
 	close(go[1]);
 	ck_assert_int_eq(hpr_destroy(p), 0);
 	ck_assert_int_eq(hpr_destroy(s), 0);
@@ -660,9 +662,7 @@ END_TEST
 
 /* HPR_F_PSI_RECLAIM: the reclaimer thread registers its trigger, runs
  * alongside releases and reuse, and stops with the region. The trigger
- * firing under real pressure has no test yet: the one written for it (a
- * child at a v1 memcg limit with oom_kill_disable) passed and failed on
- * the same host, and was taken out until its cause is known. */
+ * firing under real pressure: psi_reclaims_under_pressure. */
 START_TEST(psi_reclaimer_lifecycle)
 {
 	size_t size = 8 * MiB;
@@ -711,12 +711,36 @@ static bool psi_wait(const char *want)
 	return false;
 }
 
+/* The v2 hierarchy (where PSI is accounted per cgroup, even when the
+ * memory controller is on v1), or NULL. */
+static const char *cgroup2_root(void)
+{
+	if (!access("/sys/fs/cgroup/unified/cgroup.procs", F_OK))
+		return "/sys/fs/cgroup/unified";
+	if (!access("/sys/fs/cgroup/cgroup.controllers", F_OK))
+		return "/sys/fs/cgroup";
+	return NULL;
+}
+
+/* Move the calling process into the cgroup at dir: 0, or -1. */
+static int cgroup_enter(const char *dir)
+{
+	char p[300], v[32];
+	int fd, rc;
+
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	snprintf(v, sizeof(v), "%d", (int)getpid());
+	fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = write(fd, v, strlen(v)) < 0 ? -1 : 0;
+	close(fd);
+	return rc;
+}
+
 START_TEST(psi_watches_own_cgroup)
 {
-	const char *v2 = !access("/sys/fs/cgroup/unified/cgroup.procs", F_OK)
-				 ? "/sys/fs/cgroup/unified"
-			 : !access("/sys/fs/cgroup/cgroup.controllers", F_OK) ? "/sys/fs/cgroup"
-									     : NULL;
+	const char *v2 = cgroup2_root();
 	char dir[256], want[300], self[512] = "";
 	hpr_region *r;
 	pid_t pid;
@@ -749,15 +773,8 @@ START_TEST(psi_watches_own_cgroup)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		char p[300], v[32];
-		int fd;
-
-		snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
-		snprintf(v, sizeof(v), "%d", (int)getpid());
-		fd = open(p, O_WRONLY);
-		if (fd < 0 || write(fd, v, strlen(v)) < 0)
+		if (cgroup_enter(dir))
 			_exit(10);
-		close(fd);
 		psi_msg[0] = 0;
 		snprintf(want, sizeof(want), "hpr-test-psi-%d/memory.pressure", (int)getppid());
 		r = mk(W_SHMEM_MEMFD, 4 * MiB, HPR_F_FALLBACK | HPR_F_PSI_RECLAIM, 0);
@@ -773,6 +790,130 @@ START_TEST(psi_watches_own_cgroup)
 	hpr_set_log(NULL, NULL);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "child in a cgroup did not watch its memory.pressure (status %#x)", status);
+}
+END_TEST
+
+/* 512-byte blocks the kernel holds for a region's file */
+static long long file_blocks(hpr_region *r)
+{
+	struct stat st;
+
+	return fstat(hpr_fd(r), &st) ? -1 : (long long)st.st_blocks;
+}
+
+static long long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+enum { PSI_REGION = 32 << 20, PSI_CHURN = 256 << 20, PSI_CHUNK = 8 << 20 };
+
+/*
+ * Child: two shmem regions, filled and released lazily, one with the
+ * reclaimer (default trigger, 100 ms of "some" stall per 1 s) and one
+ * without; then anonymous memory churned through the rest of the limit
+ * (touch 8 MiB, MADV_FREE it, go on: each charge past the limit reclaims
+ * the freed pages before it, a steady stall of 30-40 % "some" on this
+ * host) until the reclaimer's region has no blocks left or 60 s pass.
+ * Exit 0 when it got there: the trigger fired and its reclaim punched every
+ * released page out; 20 when it did not; other codes for setup failures.
+ */
+static void psi_child(const char *v2dir, bool control_kept)
+{
+	struct hpr_config c;
+	struct hpr_stats st;
+	hpr_region *a, *b;
+	char *churn;
+	long long end;
+
+	if (cg_join() || cgroup_enter(v2dir))
+		_exit(10);
+	t_config(&c, HPR_BACKEND_SHMEM, NULL, PSI_REGION, 0, HPR_F_FALLBACK | HPR_F_PSI_RECLAIM);
+	if (hpr_create(&c, &a))
+		_exit(11);
+	c.flags &= ~HPR_F_PSI_RECLAIM;
+	if (hpr_create(&c, &b))
+		_exit(11);
+	if (hpr_fault_in(a, 0, PSI_REGION) || hpr_fault_in(b, 0, PSI_REGION))
+		_exit(12);
+	fill(hpr_base(a), 0, PSI_REGION, 1);
+	fill(hpr_base(b), 0, PSI_REGION, 1);
+	if (hpr_release_lazy(a, 0, PSI_REGION) || hpr_release_lazy(b, 0, PSI_REGION))
+		_exit(13);
+	if (file_blocks(a) * 512 < PSI_REGION || file_blocks(b) * 512 < PSI_REGION)
+		_exit(14); /* a release alone keeps the blocks */
+	churn = mmap(NULL, PSI_CHURN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (churn == MAP_FAILED)
+		_exit(15);
+	madvise(churn, PSI_CHURN, MADV_NOHUGEPAGE);
+	end = now_ns() + 60LL * 1000000000;
+	while (file_blocks(a) != 0 && now_ns() < end) {
+		for (size_t o = 0; o < PSI_CHURN; o += PSI_CHUNK) {
+			for (size_t i = o; i < o + PSI_CHUNK; i += PG)
+				churn[i] = 1;
+			madvise(churn + o, PSI_CHUNK, MADV_FREE);
+		}
+	}
+	if (file_blocks(a) != 0) {
+		fprintf(stderr, "psi child: the reclaimer's region still holds %lld blocks\n",
+			file_blocks(a));
+		_exit(20);
+	}
+	if (hpr_stats(a, &st) || st.pages_lazy || st.reclaimed_bytes < PSI_REGION)
+		_exit(21);
+	/* the control: the kernel alone cannot drop shmem without swap */
+	if (control_kept && file_blocks(b) * 512 < PSI_REGION) {
+		fprintf(stderr, "psi child: the control region lost blocks (%lld left)\n",
+			file_blocks(b));
+		_exit(22);
+	}
+	/* the region is whole again after a fault-in; released content is
+	 * gone (zeros), as the release contract allows */
+	if (hpr_fault_in(a, 0, PSI_REGION) || ((volatile char *)hpr_base(a))[PSI_REGION - 1])
+		_exit(23);
+	hpr_destroy(b);
+	hpr_destroy(a);
+	_exit(0);
+}
+
+/*
+ * HPR_F_PSI_RECLAIM under real memory pressure, in a memory cgroup: the
+ * kernel's trigger fires and the reclaimer gives the released pages back
+ * (the memfd's blocks, from fstat), where a region without it keeps them.
+ * Without swap the control region proves the test can fail; with swap the
+ * kernel may page it out, and only the reclaimer's region is checked.
+ */
+START_TEST(psi_reclaims_under_pressure)
+{
+	const char *v2 = cgroup2_root();
+	char dir[256];
+	pid_t pid;
+	int status;
+
+	if (!v2)
+		t_skip("no cgroup v2 hierarchy mounted (PSI per cgroup needs it)");
+	if (access("/proc/pressure/memory", F_OK))
+		t_skip("no PSI in this kernel (/proc/pressure/memory; boot with psi=1)");
+	snprintf(dir, sizeof(dir), "%s/hpr-test-psi-%d", v2, (int)getpid());
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		t_skip("mkdir %s: %s", dir, strerror(errno));
+	cg_setup(160 * MiB);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		psi_child(dir, t_meminfo("SwapTotal") == 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	cg_teardown();
+	for (int i = 0; i < 50 && rmdir(dir) && errno == EBUSY; i++)
+		usleep(100000);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child status %#x (exit 20: the trigger did not fire or its reclaim "
+		      "left pages; 22: the control region lost its pages)",
+		      status);
 }
 END_TEST
 
@@ -913,6 +1054,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, fork_shmem);
 	tcase_add_test(tc, psi_reclaimer_lifecycle);
 	tcase_add_test(tc, psi_watches_own_cgroup);
+	tcase_add_test(tc, psi_reclaims_under_pressure);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, reclaim_oldest_first);
 	tcase_add_test(tc, reclaim_after_churn);
