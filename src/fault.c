@@ -140,10 +140,10 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 		}
 	}
 	if (rc == -EHWPOISON)
-		return hpr__fail(rc, "region '%s': hardware-poisoned page at offset %s",
-				 r->name, at);
-	return hpr__fail(rc, "region '%s': populating offset %s failed: %s",
-			 r->name, at, strerror(-rc));
+		return hpr__fail(rc, "region '%s': hardware-poisoned page at offset %s", r->name,
+				 at);
+	return hpr__fail(rc, "region '%s': populating offset %s failed: %s", r->name, at,
+			 strerror(-rc));
 }
 
 int hpr__collapse_one(hpr_region *r, char *a, bool count)
@@ -338,8 +338,7 @@ static bool run_member(const hpr_region *r, uint8_t prev)
  * batch spreads. On an error the run is redone page by page, so the
  * failing page and its offset are exact.
  */
-static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
-			 int *rcs)
+static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev, int *rcs)
 {
 	size_t n = b - a;
 	int rc = n > 1 ? populate_span(r, hpr__page_off(r, a), n << r->page_shift) : -1;
@@ -375,6 +374,48 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
  * (its page in *err_idx); *done counts pages now present. Stops early on
  * cancel.
  */
+/* Claim consecutive plain pages from i without waiting (waiting while
+ * holding claims could deadlock against a thread doing the same from the
+ * other side), at most HPR_RUN_MAX; their previous states go to prev[].
+ * Returns the end of the run; *c and *p tell how page end was met. */
+static size_t claim_run(hpr_region *r, size_t i, size_t last, uint8_t *prev, enum claim *c,
+			uint8_t *p)
+{
+	size_t rs = i;
+
+	*c = CLAIM_DONE;
+	while (i < last && i - rs < HPR_RUN_MAX) {
+		*c = claim_page(r, i, false, p);
+		if (*c != CLAIM_MINE || !run_member(r, *p))
+			break;
+		prev[i - rs] = *p;
+		i++;
+	}
+	return i;
+}
+
+/* One page's result into the batch's: the first error and its page, and
+ * the count of pages done. */
+static void note_result(int rc, size_t idx, int *err, size_t *err_idx, size_t *done)
+{
+	if (rc && !*err) {
+		*err = rc;
+		*err_idx = idx;
+	}
+	*done += !rc;
+}
+
+/* The page that ended a run: done already, someone else's (wait for it),
+ * or ours but special (guarded, released). */
+static int finish_odd(hpr_region *r, size_t i, enum claim c, uint8_t p)
+{
+	if (c == CLAIM_DONE)
+		return 0;
+	if (c == CLAIM_BUSY)
+		return hpr__fault_page(r, i);
+	return finish_page(r, i, p);
+}
+
 static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 		       const _Atomic bool *cancel, size_t *done, size_t *err_idx)
 {
@@ -388,51 +429,25 @@ static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 	*err_idx = (size_t)-1;
 	while (i < last && !atomic_load_explicit(cancel, memory_order_relaxed)) {
 		size_t rs = i;
-		enum claim c = CLAIM_DONE;
+		enum claim c;
 		uint8_t p = 0;
-		int rc = 0;
 
-		/* claim consecutive plain pages without waiting: waiting while
-		 * holding claims could deadlock against a thread doing the same
-		 * from the other side */
-		while (i < last && i - rs < HPR_RUN_MAX) {
-			c = claim_page(r, i, false, &p);
-			if (c != CLAIM_MINE || !run_member(r, p))
-				break;
-			prev[i - rs] = p;
-			i++;
-		}
+		i = claim_run(r, i, last, prev, &c, &p);
 		if (i > rs) {
 			populate_run(r, rs, i, prev, rcs);
-			for (size_t k = rs; k < i; k++) {
-				if (rcs[k - rs] && !err) {
-					err = rcs[k - rs];
-					*err_idx = k;
-				}
-				*done += !rcs[k - rs];
-			}
+			for (size_t k = rs; k < i; k++)
+				note_result(rcs[k - rs], k, &err, err_idx, done);
 		}
 		if (i == last || i - rs == HPR_RUN_MAX) {
 			if (err)
 				break;
 			continue;
 		}
-		/* page i ended the run: done already, someone else's, or ours
-		 * but special (guarded, released). A claimed page is finished
-		 * even after an error: it must not stay FAULTING. */
+		/* a claimed page is finished even after an error: it must not
+		 * stay FAULTING */
 		if (err && c != CLAIM_MINE)
 			break;
-		if (c == CLAIM_DONE)
-			rc = 0;
-		else if (c == CLAIM_BUSY)
-			rc = hpr__fault_page(r, i);
-		else
-			rc = finish_page(r, i, p);
-		if (rc && !err) {
-			err = rc;
-			*err_idx = i;
-		}
-		*done += !rc;
+		note_result(finish_odd(r, i, c, p), i, &err, err_idx, done);
 		i++;
 		if (err)
 			break;

@@ -296,68 +296,75 @@ static void job_init(struct hpr__job *j, hpr_region *r, const struct hpr__job_op
 	atomic_store(&j->err_idx, (size_t)-1);
 }
 
+/* Another caller's synchronous job with the same operation covers
+ * [first, last) and already runs on all the region's threads (p->mu held). */
+static bool job_covers(const struct hpr__pool *p, const struct hpr__job_ops *ops, const void *arg,
+		       size_t first, size_t last)
+{
+	const struct hpr__job *o = p->job;
+
+	return o && o != &p->async && o->ops.page == ops->page && o->ops.batch == ops->batch &&
+	       o->arg == arg && o->first <= first && o->last >= last;
+}
+
+/* Run j on the caller and nworkers - 1 pool threads: nworkers threads in
+ * all, not one more than asked. p->mu held on entry, released on return. */
+static int run_shared(hpr_region *r, struct hpr__job *j)
+{
+	struct hpr__pool *p = &r->pool;
+	unsigned nw = p->nthreads < r->nworkers - 1 ? p->nthreads : r->nworkers - 1;
+
+	atomic_store(&j->running, nw + 1);
+	p->job_workers = nw;
+	p->job = j;
+	p->gen++;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	run_job(r, j);
+	pthread_mutex_lock(&p->mu);
+	if (atomic_fetch_sub(&j->running, 1) == 1)
+		j->finished = true;
+	while (!j->finished)
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	p->job = NULL;
+	/* wake a prefault_start waiting for the pool */
+	pthread_cond_broadcast(&p->done_cv);
+	pthread_mutex_unlock(&p->mu);
+	return hpr__err_adopt(atomic_load(&j->err), j->err_msg);
+}
+
 int hpr__run(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first, size_t last)
 {
 	struct hpr__pool *p = &r->pool;
 	struct hpr__job j;
-	int rc;
 
 again:
 	job_init(&j, r, ops, arg, first, last);
 	if (r->nworkers > 1 && last - first > 1) {
 		pthread_mutex_lock(&p->mu);
-		if (p->job && p->job != &p->async && p->job->ops.page == ops->page &&
-		    p->job->ops.batch == ops->batch && p->job->arg == arg &&
-		    p->job->first <= first && p->job->last >= last) {
-			/* Another caller's synchronous job covers this range
-			 * and already runs on all the region's threads: wait
-			 * for it instead of adding a thread that competes for
-			 * the same CPUs (measured: 9 populating threads on 2
-			 * CPUs take 1.1-1.5x as long as 2), then pick up what
-			 * it left (after an error or a cancel). */
+		if (job_covers(p, ops, arg, first, last)) {
+			/* wait for it instead of adding a thread that competes
+			 * for the same CPUs (measured: 9 populating threads on
+			 * 2 CPUs take 1.1-1.5x as long as 2), then pick up what
+			 * it left (after an error or a cancel) */
 			uint64_t gen = p->gen;
 
 			while (p->job && p->gen == gen)
 				pthread_cond_wait(&p->done_cv, &p->mu);
 			pthread_mutex_unlock(&p->mu);
-			if (ops->pending) {
-				first = ops->pending(r, first, last);
-				if (first == last)
-					return 0;
-			}
+			if (ops->pending && (first = ops->pending(r, first, last)) == last)
+				return 0;
 			goto again;
 		}
-		if (!p->job && !pool_start(r) && p->nthreads) {
-			/* the caller and nworkers - 1 workers: nworkers
-			 * threads in all, not one more than asked */
-			unsigned nw = p->nthreads < r->nworkers - 1 ? p->nthreads : r->nworkers - 1;
-
-			atomic_store(&j.running, nw + 1);
-			p->job_workers = nw;
-			p->job = &j;
-			p->gen++;
-			pthread_cond_broadcast(&p->cv);
-			pthread_mutex_unlock(&p->mu);
-			run_job(r, &j);
-			pthread_mutex_lock(&p->mu);
-			if (atomic_fetch_sub(&j.running, 1) == 1)
-				j.finished = true;
-			while (!j.finished)
-				pthread_cond_wait(&p->done_cv, &p->mu);
-			p->job = NULL;
-			/* wake a prefault_start waiting for the pool */
-			pthread_cond_broadcast(&p->done_cv);
-			pthread_mutex_unlock(&p->mu);
-			return hpr__err_adopt(atomic_load(&j.err), j.err_msg);
-		}
+		if (!p->job && !pool_start(r) && p->nthreads)
+			return run_shared(r, &j);
 		pthread_mutex_unlock(&p->mu);
 	}
 	/* one worker, a single page, or the pool is busy with a background
 	 * job or another range: the caller does its own pages now (demand
 	 * first) */
 	run_job(r, &j);
-	rc = atomic_load(&j.err);
-	return rc;
+	return atomic_load(&j.err);
 }
 
 int hpr__range_of(const char *fn, const hpr_region *r, size_t off, size_t len, size_t *first,
