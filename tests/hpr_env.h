@@ -15,7 +15,8 @@
  *    O_NOFOLLOW: a fixed name in /tmp let any local user plant a symlink
  *    that root then created or truncated (fs.protected_symlinks=0 hosts),
  *    and a root run's leftover broke non-root runs. Only root changes the
- *    system, so only root takes the lock.
+ *    system, so only root takes the lock. HPR_SYSTEM_LOCK_FD: a parent
+ *    holds it for the suites it runs (hpr_env_lock_inherited).
  */
 #ifndef HPR_TEST_ENV_H
 #define HPR_TEST_ENV_H
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HPR_SYSTEM_LOCK "/run/hpregion.lock"
@@ -42,15 +44,40 @@ static inline bool hpr_env_no_skip(void)
 	return hpr_env_flag("HPR_TEST_NO_SKIP");
 }
 
+/* A script that runs many suites in a row (scripts/flake.sh) takes the
+ * lock once around them and names its descriptor in HPR_SYSTEM_LOCK_FD:
+ * then nothing changes the system between its suites, and other runs'
+ * suites wait for a whole round rather than slipping in between. A suite
+ * that inherited that descriptor holds the lock already (an flock belongs
+ * to the open file: its own open would wait for its parent for ever). */
+static inline bool hpr_env_lock_inherited(void)
+{
+	const char *v = getenv("HPR_SYSTEM_LOCK_FD");
+	struct stat held, lock;
+	char *end;
+	long fd;
+
+	if (!v || !*v)
+		return false;
+	fd = strtol(v, &end, 10);
+	if (*end || fd < 0 || fd > 1024)
+		return false;
+	return !fstat((int)fd, &held) && !stat(HPR_SYSTEM_LOCK, &lock) &&
+	       held.st_dev == lock.st_dev && held.st_ino == lock.st_ino;
+}
+
 /* Take HPR_SYSTEM_LOCK (exclusive, or shared) and keep it until exit:
- * 0; 1 when not root (no lock: nothing system-wide is changed); -1 with
- * errno when it cannot be opened or locked. */
+ * 0 (also when inherited, above); 1 when not root (no lock: nothing
+ * system-wide is changed); -1 with errno when it cannot be opened or
+ * locked. */
 static inline int hpr_env_lock_system(bool shared)
 {
 	int fd;
 
 	if (geteuid())
 		return 1;
+	if (hpr_env_lock_inherited())
+		return 0;
 	fd = open(HPR_SYSTEM_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;

@@ -55,7 +55,7 @@ else
 	echo "FAIL: no 2 MiB hugetlb size on this machine" >&2
 	fail=1
 fi
-flock -u 9
+hpr_unlock_system
 
 # More RAM than a huge tmpfs holds (its size= is what the kernel reports).
 out=$(unshare -m sh -c 'mount --make-rprivate / && d=$(mktemp -d) &&
