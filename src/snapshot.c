@@ -834,15 +834,14 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 	return rc;
 }
 
-/* Header checks; fills *data_off. Touches nothing. */
-static int load_header(hpr_region *r, int fd, const struct stat *st, uint64_t *data_off,
-		       uint64_t *table_sum, uint64_t *pages_data)
+/* The header's bytes: read, recognized as a snapshot, of this format
+ * version, intact (checksum) and with no unknown flags. */
+static int header_read(int fd, struct hpr__snap_hdr *h)
 {
-	char buf[HPR__SNAP_HDR_SIZE], ps[32], ps2[32];
-	struct hpr__snap_hdr h;
+	char buf[HPR__SNAP_HDR_SIZE];
 	ssize_t n = hpr__os->pread_full(fd, buf, sizeof(buf), 0);
 	size_t got = n < 0 ? 0 : (size_t)n;
-	uint64_t sum, want_off;
+	uint64_t sum;
 
 	if (n < 0)
 		return hpr__fail((int)n, "hpr_load: reading the header failed: %s",
@@ -856,44 +855,68 @@ static int load_header(hpr_region *r, int fd, const struct stat *st, uint64_t *d
 					"writes the header last" :
 					"no HPRSNAP magic at offset 0");
 	}
-	if (got < sizeof(h))
+	if (got < sizeof(*h))
 		return hpr__fail(-EBADMSG, "hpr_load: the snapshot is truncated inside its "
 					   "header (%zu bytes)", got);
-	memcpy(&h, buf, sizeof(h));
-	if (le32toh(h.version) != HPR__SNAP_VERSION)
+	memcpy(h, buf, sizeof(*h));
+	if (le32toh(h->version) != HPR__SNAP_VERSION)
 		return hpr__fail(-EINVAL, "hpr_load: snapshot format version %u; this "
 					  "library reads version %u: load it with a newer hpregion",
-				 le32toh(h.version), HPR__SNAP_VERSION);
-	sum = le64toh(h.hdr_sum);
-	h.hdr_sum = 0;
-	if (le32toh(h.hdr_len) != sizeof(h) || hpr__xxh64(&h, sizeof(h), 0) != sum)
+				 le32toh(h->version), HPR__SNAP_VERSION);
+	sum = le64toh(h->hdr_sum);
+	h->hdr_sum = 0;
+	if (le32toh(h->hdr_len) != sizeof(*h) || hpr__xxh64(h, sizeof(*h), 0) != sum)
 		return hpr__fail(-EBADMSG, "hpr_load: header checksum mismatch: the snapshot "
 					   "file is corrupted");
-	if (h.flags)
+	if (h->flags)
 		return hpr__fail(-EINVAL, "hpr_load: snapshot uses unknown flags %#llx: load "
 					  "it with a newer hpregion",
-				 (unsigned long long)le64toh(h.flags));
-	if (le64toh(h.page_size) != r->page_size)
+				 (unsigned long long)le64toh(h->flags));
+	return 0;
+}
+
+/* Does an intact header describe a snapshot of region r, laid out as this
+ * library lays it out, in a file long enough to hold it? */
+static int header_fits(const hpr_region *r, const struct hpr__snap_hdr *h,
+		       const struct stat *st, uint64_t want_off)
+{
+	char ps[32], ps2[32];
+
+	if (le64toh(h->page_size) != r->page_size)
 		return hpr__fail(-EINVAL, "hpr_load: the snapshot was saved from a region of "
 					  "%s pages; region '%s' has %s pages: create the "
 					  "region with that page_size (and a backend offering it)",
-				 hpr__fmt_size(le64toh(h.page_size), ps, sizeof(ps)), r->name,
+				 hpr__fmt_size(le64toh(h->page_size), ps, sizeof(ps)), r->name,
 				 hpr__fmt_size(r->page_size, ps2, sizeof(ps2)));
-	if (le64toh(h.region_size) != r->size)
+	if (le64toh(h->region_size) != r->size)
 		return hpr__fail(-EINVAL, "hpr_load: the snapshot is of a %llu-byte region; "
 					  "region '%s' is %zu bytes: create it with size = %llu",
-				 (unsigned long long)le64toh(h.region_size), r->name, r->size,
-				 (unsigned long long)le64toh(h.region_size));
-	want_off = layout_data_off(r->npages, r->page_size);
-	if (le64toh(h.npages) != r->npages || le64toh(h.table_off) != HPR__SNAP_TABLE_OFF ||
-	    le64toh(h.data_off) != want_off || le64toh(h.file_size) != want_off + r->size ||
-	    le64toh(h.pages_data) > r->npages)
+				 (unsigned long long)le64toh(h->region_size), r->name, r->size,
+				 (unsigned long long)le64toh(h->region_size));
+	if (le64toh(h->npages) != r->npages || le64toh(h->table_off) != HPR__SNAP_TABLE_OFF ||
+	    le64toh(h->data_off) != want_off || le64toh(h->file_size) != want_off + r->size ||
+	    le64toh(h->pages_data) > r->npages)
 		return hpr__fail(-EBADMSG, "hpr_load: the snapshot header's layout is "
 					   "inconsistent: the file is corrupted");
 	if ((uint64_t)st->st_size < want_off + r->size)
 		return hpr__fail(-EBADMSG, "hpr_load: the snapshot is truncated: the file has "
 					   "%lld bytes, its header says %llu",
 				 (long long)st->st_size, (unsigned long long)(want_off + r->size));
+	return 0;
+}
+
+/* Header checks; fills *data_off, *table_sum, *pages_data. Touches nothing. */
+static int load_header(hpr_region *r, int fd, const struct stat *st, uint64_t *data_off,
+		       uint64_t *table_sum, uint64_t *pages_data)
+{
+	struct hpr__snap_hdr h;
+	uint64_t want_off = layout_data_off(r->npages, r->page_size);
+	int rc = header_read(fd, &h);
+
+	if (!rc)
+		rc = header_fits(r, &h, st, want_off);
+	if (rc)
+		return rc;
 	*data_off = want_off;
 	*table_sum = le64toh(h.table_sum);
 	*pages_data = le64toh(h.pages_data);
