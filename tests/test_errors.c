@@ -292,8 +292,15 @@ static void expect_pool_advice(size_t page_size, const char *knob)
 
 START_TEST(advice_1g_pool)
 {
-	if (access(POOL_1G, F_OK))
-		t_skip("no 1 GiB hugetlb pages on this machine");
+	/* Machines differ: where the CPU has no pdpe1gb this is not run (a
+	 * loud NOTRUN, not a skip that HPR_TEST_NO_SKIP turns into a failure
+	 * on such a machine); the VM matrix's guests boot with 1 GiB pages
+	 * (-cpu max has pdpe1gb), so CI runs it there every time */
+	if (access(POOL_1G, F_OK)) {
+		t_unavailable(T_CAP_GIB, "no 1 GiB hugetlb pages on this machine (no %s)",
+			      POOL_1G);
+		return;
+	}
 	expect_pool_advice(GiB, POOL_1G);
 }
 END_TEST
