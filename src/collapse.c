@@ -109,8 +109,9 @@ int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed)
 				     "/proc/sys/vm/compact_memory)",
 				 r->name);
 	case -EAGAIN:
-		return hpr__fail(rc, "region '%s': pages stayed busy (pinned or under "
-				     "I/O) after retries; try again later",
+		return hpr__fail(rc, "region '%s': pages stayed busy for a second of "
+				     "retries (pinned for I/O, or shared with a process "
+				     "changing them, e.g. a forked child); try again later",
 				 r->name);
 	case -EINVAL:
 	case -EPERM:

@@ -146,14 +146,42 @@ static int populate_error(hpr_region *r, int rc, size_t off)
 			 strerror(-rc));
 }
 
+/*
+ * MADV_COLLAPSE answers EAGAIN when a page of the range is busy for the
+ * moment: locked, not yet on an LRU list (still in a CPU's add batch) or
+ * holding a passing extra reference (mm/khugepaged.c,
+ * madvise_collapse_errno: "trying again might succeed"). Another process
+ * that shares the THP -- a forked child copying it on write or unmapping it
+ * at exit -- holds those for as long as it runs, and longer when it is
+ * preempted on a loaded machine. Back-to-back retries alone were not
+ * enough there (test_conc_fork fork_during_churn_thp failed about once in
+ * 15 runs with 2 busy CPUs: "MADV_COLLAPSE could not fix it (Resource
+ * temporarily unavailable)"). So: COLLAPSE_QUICK tries at once, then sleep
+ * COLLAPSE_NAP_US doubling up to COLLAPSE_NAP_MAX_US between tries, for at
+ * most COLLAPSE_WAIT_US in all, and only then pass EAGAIN up.
+ */
+enum {
+	COLLAPSE_QUICK = 4,
+	COLLAPSE_NAP_US = 100,
+	COLLAPSE_NAP_MAX_US = 20000,
+	COLLAPSE_WAIT_US = 1000000,
+};
+
 int hpr__collapse_one(hpr_region *r, char *a, bool count)
 {
+	unsigned nap = COLLAPSE_NAP_US, slept = 0;
 	int rc = -EAGAIN;
 
-	/* MADV_COLLAPSE returns EAGAIN when pages are transiently locked or
-	 * pinned; a few retries settle it (mm/khugepaged.c). */
-	for (int t = 0; t < 4 && rc == -EAGAIN; t++)
+	for (int t = 0; rc == -EAGAIN; t++) {
+		if (t >= COLLAPSE_QUICK) {
+			if (slept >= COLLAPSE_WAIT_US)
+				break;
+			hpr__os->sleep_us(nap);
+			slept += nap;
+			nap = nap * 2 < COLLAPSE_NAP_MAX_US ? nap * 2 : COLLAPSE_NAP_MAX_US;
+		}
 		rc = hpr__os_collapse(a, r->page_size);
+	}
 	if (!rc && count)
 		atomic_fetch_add(&r->collapsed_pages, 1);
 	return rc;
@@ -239,11 +267,15 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 		}
 		return hpr__fail(-EOPNOTSUPP,
 				 "region '%s': the %s page at offset %#zx came out as "
-				 "base pages and MADV_COLLAPSE could not fix it (%s): "
-				 "free memory or compact (echo 1 > "
-				 "/proc/sys/vm/compact_memory), or pass HPR_F_FALLBACK",
+				 "base pages and MADV_COLLAPSE could not fix it (%s): %s, "
+				 "or pass HPR_F_FALLBACK",
 				 r->name, hpr__fmt_size(r->page_size, ps, sizeof(ps)), off,
-				 rc ? strerror(-rc) : "no error, still small");
+				 rc ? strerror(-rc) : "no error, still small",
+				 rc == -EAGAIN ? "its pages stayed busy for a second (shared "
+						 "with a process changing them, e.g. a forked "
+						 "child, or pinned for I/O): try again"
+					       : "free memory or compact (echo 1 > "
+						 "/proc/sys/vm/compact_memory)");
 	}
 	return 0;
 }

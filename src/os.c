@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef PR_SET_VMA
@@ -458,6 +459,13 @@ static int os_psi_trigger(int fd, const char *trigger)
 	return write(fd, trigger, strlen(trigger) + 1) < 0 ? -errno : 0;
 }
 
+static void os_sleep_us(unsigned us)
+{
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
 static int os_process_cpus(void *set, size_t setsize)
 {
 	if (sched_getaffinity(getpid(), setsize, set) && sched_getaffinity(0, setsize, set))
@@ -508,6 +516,7 @@ const struct hpr_os_ops hpr__os_real = {
 	.read_all = os_read_all,
 	.mbind = os_mbind,
 	.touch = hpr__os_touch,
+	.sleep_us = os_sleep_us,
 	.fstat = os_fstat,
 	.fd_flags = os_fd_flags,
 	.fdatasync = os_fdatasync,

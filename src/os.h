@@ -86,6 +86,9 @@ struct hpr_os_ops {
 	 * kernel lacks MADV_POPULATE_WRITE (before 5.14). Returns -EFAULT if
 	 * a SIGBUS hit the touch (pool or mount out of pages). */
 	int (*touch)(void *addr, size_t len, size_t step);
+	/* sleep about us microseconds (a signal may end it early); for
+	 * bounded back-off when the kernel says a page is busy for now */
+	void (*sleep_us)(unsigned us);
 
 	/* ---- queries and kernel text files ---- */
 	int (*fstat)(int fd, struct stat *st);

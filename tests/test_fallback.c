@@ -13,6 +13,7 @@
 #include "internal.h" /* hpr__os_set, hpr__os_real, hpr__probe_reset */
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -445,6 +446,67 @@ START_TEST(fake_collapse_fails)
 END_TEST
 
 /*
+ * MADV_COLLAPSE's EAGAIN means "busy for now". A page busy for longer than
+ * a few back-to-back tries (a forked child copying the same THP on write,
+ * preempted on a loaded machine: test_conc_fork failed so about once in 15
+ * runs) is waited for, within a bound; a page busy for good is reported as
+ * busy, by hpr_fault_in and by hpr_collapse.
+ */
+static _Atomic int busy_left;
+
+static int madvise_busy_collapse(void *addr, size_t len, int advice)
+{
+	if (advice == MADV_COLLAPSE && len) {
+		atomic_fetch_add(&collapse_calls, 1);
+		if (atomic_fetch_sub(&busy_left, 1) > 0)
+			return -EAGAIN;
+	}
+	return hpr__os_real.madvise(addr, len, advice);
+}
+
+START_TEST(fake_collapse_busy)
+{
+	const char *d = t_mount_tmpfs("huge=never");
+	struct hpr_config c;
+	hpr_region *r = NULL;
+	struct t_smaps k;
+	unsigned calls;
+	int rc;
+
+	fakes_on();
+	fake.madvise = madvise_busy_collapse;
+	fakes_apply();
+	/* huge=never: faults give small pages and collapse makes them huge */
+	cfg(&c, HPR_BACKEND_SHMEM, d, 0);
+	ck_assert_int_eq(hpr_create(&c, &r), 0);
+
+	/* busy for 10 tries, more than the back-to-back ones, then free */
+	atomic_store(&busy_left, 10);
+	atomic_store(&collapse_calls, 0);
+	ck_assert_int_eq(hpr_fault_in(r, 0, 2 * MiB), 0);
+	ck_assert_uint_eq(atomic_load(&collapse_calls), 11);
+	ck_assert_int_eq(t_smaps(hpr_base(r), 2 * MiB, &k), 0);
+	ck_assert_uint_eq(k.shmem_pmd, 2 * MiB); /* the kernel's word: huge */
+
+	/* busy for good: given up after a bounded number of tries */
+	atomic_store(&busy_left, INT_MAX);
+	atomic_store(&collapse_calls, 0);
+	rc = hpr_fault_in(r, 2 * MiB, 2 * MiB);
+	calls = atomic_load(&collapse_calls);
+	ck_assert_int_eq(rc, -EOPNOTSUPP);
+	ck_assert_msg(strstr(hpr_strerror(rc), "busy") && strstr(hpr_strerror(rc), "try again"),
+		      "\"%s\"", hpr_strerror(rc));
+	ck_assert_msg(calls > 11 && calls < 100, "%u tries", calls);
+	printf("busy for good, after %u tries: %s\n", calls, hpr_strerror(rc));
+	rc = hpr_collapse(r, 2 * MiB, 2 * MiB, NULL);
+	ck_assert_int_eq(rc, -EAGAIN);
+	ck_assert_msg(strstr(hpr_strerror(rc), "busy"), "\"%s\"", hpr_strerror(rc));
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	fakes_off();
+}
+END_TEST
+
+/*
  * Each test in its own TCase whose unchecked fixture (run in the suite's
  * main process, so it runs even when the forked test dies on an assertion)
  * records the THP and shmem modes before and writes them back after: a
@@ -494,6 +556,7 @@ static Suite *suite(void)
 		{ "fake_thp_never", fake_thp_never },
 		{ "fake_mthp_never", fake_mthp_never },
 		{ "fake_collapse_fails", fake_collapse_fails },
+		{ "fake_collapse_busy", fake_collapse_busy },
 	};
 	Suite *s = suite_create("fallback");
 

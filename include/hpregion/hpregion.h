@@ -239,7 +239,7 @@ HPR_API int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed);
  * MADV_COLLAPSE [off, off+len) on the workers. *collapsed (may be NULL) is
  * the number of bytes of the range PMD-mapped afterwards, measured from the
  * kernel. Errors: -EINVAL, -EOPNOTSUPP (kernel < 6.1 or backend/mount can't),
- * -ENOMEM (no free huge page), -EAGAIN (pages busy after retries).
+ * -ENOMEM (no free huge page), -EAGAIN (pages busy through ~1 s of retries).
  */
 HPR_API int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed);
 
