@@ -172,14 +172,16 @@ static int hugetlb_reserve(hpr_region *r, int fd)
 /* Reserve size+align+guards of address space, map the region at an
  * aligned address inside it and keep one PROT_NONE page either side; the
  * rest of the reservation is unmapped. */
-static int map_aligned(hpr_region *r, int flags, int fd)
+int hpr__map_aligned(hpr_region *r, int flags, int fd)
 {
 	void *res = NULL, *got = NULL;
 	uintptr_t a, end;
 	size_t span = r->size + r->page_size + GUARD;
 	int rc;
 
-	if (fd >= 0 && r->backend == HPR_BACKEND_HUGETLB && (rc = hugetlb_reserve(r, fd)))
+	/* (a private mapping reserves its pages per mapping: nothing to keep) */
+	if (fd >= 0 && r->backend == HPR_BACKEND_HUGETLB && (flags & MAP_SHARED) &&
+	    (rc = hugetlb_reserve(r, fd)))
 		return rc;
 	/* PROT_NONE, not writable: no commit charge, and no MAP_NORESERVE so
 	 * the guards differ from a region page made PROT_NONE by guard mode */
@@ -244,7 +246,7 @@ static int thp_mode(void)
 	return g;
 }
 
-static void set_sizes(hpr_region *r, size_t size, size_t ps)
+void hpr__set_sizes(hpr_region *r, size_t size, size_t ps)
 {
 	r->page_size = ps;
 	r->page_shift = (unsigned)__builtin_ctzl(ps);
@@ -273,11 +275,11 @@ static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
 				 c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
-	set_sizes(r, c->size, ps);
+	hpr__set_sizes(r, c->size, ps);
 	r->backend = HPR_BACKEND_THP;
 	r->degraded = degrade;
 	r->fault_huge = !degrade;
-	rc = map_aligned(r, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
+	rc = hpr__map_aligned(r, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
 	if (rc)
 		return hpr__fail(rc, "cannot map %zu bytes of anonymous memory: %s", r->size,
 				 strerror(-rc));
@@ -326,6 +328,18 @@ static int open_file(hpr_region *r, const struct hpr_config *c, const struct hpr
 	char p[128];
 	int fd;
 
+	if (c->flags & HPR_F_ATTACH) {
+		/* the kept name itself; -EEXIST: another process made it
+		 * since we looked (attach.c attaches to it then) */
+		snprintf(p, sizeof(p), "%s", r->name);
+		fd = hpr__os->openat(m->dirfd, p,
+				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd == -EEXIST)
+			return fd;
+		if (fd >= 0 && (fd = hpr__attach_lock_new(r, m, p, fd)) < 0)
+			return fd;
+		goto opened;
+	}
 	for (int t = 0; t < 100; t++) {
 		snprintf(p, sizeof(p), "hpr-%s-%d-%u", r->name, (int)getpid(),
 			 atomic_fetch_add(&file_seq, 1));
@@ -334,6 +348,7 @@ static int open_file(hpr_region *r, const struct hpr_config *c, const struct hpr
 		if (fd != -EEXIST)
 			break;
 	}
+opened:
 	if (fd < 0)
 		return hpr__fail(fd, "cannot create a file in '%s': %s", c->path, strerror(-fd));
 	r->file_path = strdup(p);
@@ -389,18 +404,19 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 	uint64_t dev = 0, ino = 0;
 	int rc;
 
-	rc = hpr__os->ftruncate(r->fd, (off_t)r->size);
+	/* a region to attach to later has its stamp past its end */
+	rc = hpr__os->ftruncate(r->fd, (off_t)(r->size + hpr__stamp_len(r)));
 	if (rc)
-		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s", r->size,
-				 strerror(-rc));
+		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s",
+				 r->size + hpr__stamp_len(r), strerror(-rc));
 	/* no fallocate before populate (fault.c): populate alone reports a
 	 * full mount or pool */
 	if (r->is_memfd) {
 		/* nobody may shrink or grow it under its users (SIGBUS) */
 		hpr__os->add_seals(r->fd, F_SEAL_SHRINK | F_SEAL_GROW);
 	}
-	rc = map_aligned(r, MAP_SHARED | (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE),
-			 r->fd);
+	rc = hpr__map_aligned(
+		r, MAP_SHARED | (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE), r->fd);
 	if (rc)
 		return rc;
 	if (r->backend == HPR_BACKEND_SHMEM)
@@ -411,6 +427,10 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 		hpr__os_dont_fork(r->base, r->size);
 	if (!hpr__os->stat_dev_ino(NULL, r->fd, &dev, &ino))
 		r->obj_key = (dev << 40) ^ ino;
+	if (hpr__stamp_len(r) && (rc = hpr__stamp_write(r))) {
+		hpr__backend_unmap(r);
+		return rc;
+	}
 	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE)) {
 		hpr__os->unlinkat(m->dirfd, r->file_path);
 		free(r->file_path);
@@ -449,7 +469,7 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c, const struct h
 				 ps, c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
-	set_sizes(r, c->size, ps);
+	hpr__set_sizes(r, c->size, ps);
 	r->backend = HPR_BACKEND_SHMEM;
 	shmem_policy(m ? m->huge : -1, !m, &fault, &coll);
 	if (!degrade && !fault && !coll) {
@@ -472,7 +492,7 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c, const struct h
 	r->degraded = degrade && !fault && !coll;
 	r->fault_huge = fault && !r->degraded;
 	r->collapse_after = !fault && coll && !r->degraded;
-	if (m && m->avail < r->size) {
+	if (m && m->avail < r->size + hpr__stamp_len(r)) {
 		char a[32], s[32];
 
 		return hpr__fail(-ENOSPC,
@@ -547,7 +567,7 @@ static int nodes_room(const hpr_region *r, size_t ps, size_t npages, const char 
 }
 
 /* Room for npages of ps: the pool, the bound nodes, the hugetlb cgroup. */
-static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen)
+int hpr__hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen)
 {
 	char sz[32], f[320];
 	long long cg;
@@ -587,13 +607,14 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c, const struct
 				 c->path, hpr__fmt_size(ps, sz, sizeof(sz)), c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
-	set_sizes(r, c->size, ps);
+	hpr__set_sizes(r, c->size, ps);
 	r->backend = HPR_BACKEND_HUGETLB;
 	r->fault_huge = true;
-	rc = hugetlb_room(r, ps, r->npages, why, sizeof(why));
+	/* a kept region's stamp takes one more huge page (attach.c) */
+	rc = hpr__hugetlb_room(r, ps, r->npages + (hpr__stamp_len(r) ? 1 : 0), why, sizeof(why));
 	if (rc)
 		return hpr__fail(rc, "%s", why);
-	if (m && m->avail < r->size) {
+	if (m && m->avail < r->size + hpr__stamp_len(r)) {
 		char a[32];
 
 		return hpr__fail(-ENOSPC,
@@ -626,9 +647,10 @@ static void reset_region(hpr_region *r)
 	r->fd = -1;
 	r->is_memfd = false;
 	r->fault_huge = r->collapse_after = r->degraded = false;
+	r->attached = r->cow = false;
 }
 
-static int finish(hpr_region *r)
+int hpr__backend_finish(hpr_region *r)
 {
 	int rc = hpr__numa_apply(&r->numa, r->base, r->size);
 
@@ -749,7 +771,7 @@ static int auto_base_pages(hpr_region *r, const struct hpr_config *c,
 		rc = setup_shmem(r, c, NULL, true);
 	else
 		rc = setup_thp(r, c, true);
-	return rc ? rc : finish(r);
+	return rc ? rc : hpr__backend_finish(r);
 }
 
 /* AUTO: hugetlb, then shmem on the given tmpfs, then THP (a shmem memfd
@@ -762,22 +784,22 @@ static int create_auto(hpr_region *r, const struct hpr_config *c, const struct h
 
 	rc = try_huge(r, c, on_htlb ? m : NULL, HPR_BACKEND_HUGETLB, soft_hugetlb);
 	if (!is_soft(rc, soft_hugetlb))
-		return rc ? rc : finish(r);
+		return rc ? rc : hpr__backend_finish(r);
 	reason(&why, "hugetlb", hpr_strerror(rc));
 	if (m && m->fstype == TMPFS_MAGIC) {
 		rc = try_huge(r, c, m, HPR_BACKEND_SHMEM, soft_other);
 		if (!is_soft(rc, soft_other))
-			return rc ? rc : finish(r);
+			return rc ? rc : hpr__backend_finish(r);
 		reason(&why, "shmem", hpr_strerror(rc));
 	}
 	if (c->flags & HPR_F_SHARED) {
 		rc = try_huge(r, c, NULL, HPR_BACKEND_SHMEM, soft_other);
 		if (!is_soft(rc, soft_other))
-			return rc ? rc : finish(r);
+			return rc ? rc : hpr__backend_finish(r);
 		reason(&why, "shmem memfd", hpr_strerror(rc));
 	} else if (thp_mode() != HPR_THP_NEVER) {
 		rc = try_huge(r, c, NULL, HPR_BACKEND_THP, NULL);
-		return rc ? rc : finish(r);
+		return rc ? rc : hpr__backend_finish(r);
 	} else {
 		reason(&why, "thp", "/sys/kernel/mm/transparent_hugepage/enabled is never");
 	}
@@ -839,7 +861,32 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 	default:
 		return hpr__fail(-EINVAL, "unknown backend %d", (int)c->backend);
 	}
-	return rc ? rc : finish(r);
+	return rc ? rc : hpr__backend_finish(r);
+}
+
+/*
+ * HPR_F_ATTACH, HPR_F_ATTACH_ONLY: attach to the kept file path/name
+ * (attach.c); when there is none, HPR_F_ATTACH creates it under that name
+ * (O_EXCL). A process that creates it between our look and our create
+ * wins: attach to its file then (-EBUSY while it still holds it).
+ */
+static int attach_or_create(hpr_region *r, const struct hpr_config *in,
+			    const struct hpr__mountcheck *m)
+{
+	struct hpr_config c = *in;
+	int rc = hpr__attach_backend(&c, m);
+
+	for (int t = 0; !rc && t < 2; t++) {
+		rc = hpr__attach(r, &c, m);
+		if (rc != -ENOENT || (c.flags & HPR_F_ATTACH_ONLY))
+			return rc ? rc : hpr__backend_finish(r);
+		rc = create_backend(r, &c, m);
+		if (rc != -EEXIST)
+			return rc;
+		reset_region(r);
+		rc = 0;
+	}
+	return rc;
 }
 
 int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
@@ -852,18 +899,28 @@ int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
 		if (rc)
 			return rc;
 	}
-	rc = create_backend(r, c, m.dirfd >= 0 ? &m : NULL);
+	if (c->flags & HPR__F_ATTACHING)
+		rc = attach_or_create(r, c, &m);
+	else
+		rc = create_backend(r, c, m.dirfd >= 0 ? &m : NULL);
 	hpr__mount_release(&m);
 	return rc;
 }
 
-int hpr__backend_destroy(hpr_region *r)
+int hpr__backend_unmap(hpr_region *r)
 {
 	int rc = 0;
 
 	if (r->base) /* the region and its guard pages */
 		rc = hpr__os->munmap(r->base - GUARD, r->size + 2 * GUARD);
 	r->base = NULL;
+	return rc;
+}
+
+int hpr__backend_destroy(hpr_region *r)
+{
+	int rc = hpr__backend_unmap(r);
+
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);
 	r->fd = -1;

@@ -139,6 +139,14 @@ struct hpr_os_ops {
 	/* the node of each of n pages (move_pages(2) as a query: nothing
 	 * moves); status[i] is a node or a negative errno per page */
 	int (*page_nodes)(void **pages, size_t n, int *status);
+
+	/* ---- kept files (attach.c) ---- */
+	/* flock(2) on an open file (LOCK_SH/LOCK_EX, | LOCK_NB); EINTR is
+	 * retried. A lock belongs to the open file description: it lasts
+	 * until every fd of it (dup, fork) is closed */
+	int (*flock)(int fd, int op);
+	/* the caller's effective uid (geteuid(2)); cannot fail */
+	unsigned (*euid)(void);
 };
 
 /* The hooks in force. Never NULL. */
@@ -173,6 +181,8 @@ enum hpr__discard {
 int hpr__os_discard(void *addr, size_t len, enum hpr__discard how);
 /* ask for huge pages on faults (MADV_HUGEPAGE) */
 int hpr__os_want_huge(void *addr, size_t len);
+/* no huge pages on faults in the range (MADV_NOHUGEPAGE) */
+int hpr__os_no_huge(void *addr, size_t len);
 /* leave the range out of a forked child (MADV_DONTFORK) */
 int hpr__os_dont_fork(void *addr, size_t len);
 
