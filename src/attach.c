@@ -127,6 +127,32 @@ int hpr__attach_lock_new(hpr_region *r, const struct hpr__mountcheck *m, const c
 			 r->name, name, m->mnt_point);
 }
 
+/*
+ * A tmpfs that gives huge pages on faults (huge=always, within_size,
+ * advise, or shmem_enabled force). A mount turned huge=never keeps the huge
+ * pages its files have (measured on 6.18: a kept file still maps PMD-mapped
+ * there), but every page faulted anew would be small: refused at create
+ * and at attach alike, so a region is never made where it could not come
+ * back.
+ */
+static int check_huge_mount(const struct hpr_config *c, const struct hpr__mountcheck *m)
+{
+	const struct hpr__caps *caps = hpr__caps();
+	int g = caps->info.shmem_enabled, huge = m->huge;
+
+	if (g == HPR_SHMEM_FORCE)
+		return 0;
+	if (g != HPR_SHMEM_DENY &&
+	    (huge == HPR_SHMEM_ALWAYS || huge == HPR_SHMEM_WITHIN_SIZE || huge == HPR_SHMEM_ADVISE))
+		return 0;
+	return hpr__fail(-EMEDIUMTYPE,
+			 "kept region '%s': the tmpfs at '%s' does not give huge pages "
+			 "(huge=%s, shmem_enabled %s): pages a kept region has stay huge, "
+			 "new ones would be small; remount it with -o remount,huge=always",
+			 c->name, m->mnt_point[0] ? m->mnt_point : c->path,
+			 hpr__shmem_mode_name(huge), hpr__shmem_mode_name(g));
+}
+
 int hpr__attach_backend(struct hpr_config *c, const struct hpr__mountcheck *m)
 {
 	enum hpr_backend fs = m->fstype == TMPFS_MAGIC ? HPR_BACKEND_SHMEM : HPR_BACKEND_HUGETLB;
@@ -141,7 +167,7 @@ int hpr__attach_backend(struct hpr_config *c, const struct hpr__mountcheck *m)
 				 hpr_backend_name(c->backend),
 				 c->backend == HPR_BACKEND_SHMEM ? "a tmpfs mounted huge=" :
 								   "hugetlbfs");
-	return 0;
+	return fs == HPR_BACKEND_SHMEM ? check_huge_mount(c, m) : 0;
 }
 
 /* What an attach is checking: the config, the mount, the open file. */
@@ -177,13 +203,11 @@ static int check_file(struct kept *k)
 	return 0;
 }
 
-/* The file is where its kind of region lives, on a mount that still gives
- * huge pages. */
+/* The file is on the kind of file system its region lives on. */
 static int check_mount(struct kept *k)
 {
-	const struct hpr__caps *caps = hpr__caps();
 	struct statfs sf;
-	int rc = hpr__os->fstatfs(k->fd, &sf), huge = k->m->huge;
+	int rc = hpr__os->fstatfs(k->fd, &sf);
 	long want = k->c->backend == HPR_BACKEND_SHMEM ? TMPFS_MAGIC : (long)HUGETLBFS_MAGIC;
 
 	if (rc)
@@ -194,23 +218,8 @@ static int check_mount(struct kept *k)
 				 "not %s: a mount on top of the file?",
 				 k->r->name, k->c->path, (unsigned long)sf.f_type,
 				 want == TMPFS_MAGIC ? "tmpfs" : "hugetlbfs");
-	if (want != TMPFS_MAGIC) {
-		k->ps = (size_t)sf.f_bsize;
-		return 0;
-	}
-	k->ps = caps->info.thp_pmd_size;
-	if (caps->info.shmem_enabled == HPR_SHMEM_FORCE)
-		return 0;
-	if (caps->info.shmem_enabled != HPR_SHMEM_DENY &&
-	    (huge == HPR_SHMEM_ALWAYS || huge == HPR_SHMEM_WITHIN_SIZE || huge == HPR_SHMEM_ADVISE))
-		return 0;
-	return hpr__fail(-EMEDIUMTYPE,
-			 "kept region '%s': the tmpfs at '%s' no longer gives huge pages "
-			 "(huge=%s, shmem_enabled %s); the pages it kept stay huge, new "
-			 "ones would be small: remount it with -o remount,huge=always",
-			 k->r->name, k->m->mnt_point[0] ? k->m->mnt_point : k->c->path,
-			 hpr__shmem_mode_name(huge),
-			 hpr__shmem_mode_name(caps->info.shmem_enabled));
+	k->ps = want == TMPFS_MAGIC ? hpr__caps()->info.thp_pmd_size : (size_t)sf.f_bsize;
+	return 0;
 }
 
 /* Nobody else holds it the way we want it. */

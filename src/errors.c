@@ -110,7 +110,8 @@ static const char *generic(int err)
 		return "invalid argument: check the config (size, backend, flags, "
 		       "page size, nodestring) or that the range lies inside the region";
 	case -ENOENT:
-		return "the directory given as path does not exist";
+		return "the directory given as path does not exist, or (HPR_F_ATTACH_ONLY) "
+		       "it holds no kept region of that name";
 	case -ENOTDIR:
 		return "path is not a directory: give a directory on a tmpfs or "
 		       "hugetlbfs mount";
@@ -134,14 +135,24 @@ static const char *generic(int err)
 		return "the config sets fields this version of hpregion does not "
 		       "know: rebuild against this library's header";
 	case -EBUSY:
-		return "a background prefault job is already running: "
-		       "hpr_prefault_wait() or hpr_prefault_cancel() first";
+		return "a background prefault job is already running "
+		       "(hpr_prefault_wait() or hpr_prefault_cancel() first), or a "
+		       "kept region is held by another process";
 	case -ECANCELED:
 		return "the background job was cancelled";
 	case -EHWPOISON:
 		return "a hardware memory error (poisoned page) hit the region";
 	case -EBADMSG:
-		return "the snapshot file is corrupt or truncated";
+		return "the snapshot file is corrupt or truncated, or the kept region "
+		       "file has no valid hpregion stamp";
+	case -ERANGE:
+		return "the kept region file's size, page size or backend differ "
+		       "from the config, or it was truncated";
+	case -EMEDIUMTYPE:
+		return "the kept region's mount no longer gives huge pages (remount "
+		       "the tmpfs huge=always) or is another kind of file system";
+	case -ELOOP:
+		return "the kept region's name is a symbolic link: never followed";
 	case -EAGAIN:
 		return "the kernel could not complete the operation now (pages "
 		       "busy); retry later";

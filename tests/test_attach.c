@@ -631,7 +631,15 @@ START_TEST(refuse_small_mount)
 	cfg(&c, HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH | HPR_F_SHARED);
 	refused("huge=never", &c, -EMEDIUMTYPE, "remount,huge=always");
 	cfg(&c, HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH_ONLY);
-	refused("huge=never, private", &c, -EMEDIUMTYPE, "no longer gives huge pages");
+	refused("huge=never, private", &c, -EMEDIUMTYPE, "does not give huge pages");
+	/* nor is one made there, where it could not come back */
+	{
+		const char *small = t_mount_tmpfs("huge=never,size=64m");
+
+		cfg(&c, HPR_BACKEND_SHMEM, small, SZ, HPR_F_ATTACH | HPR_F_SHARED);
+		refused("create on huge=never", &c, -EMEDIUMTYPE, "does not give huge pages");
+		ck_assert_int_eq(t_dir_entries(small), 0);
+	}
 	ck_assert_int_eq(mount(NULL, dir, NULL, MS_REMOUNT, "huge=within_size"), 0);
 	r = attach(HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH_ONLY | HPR_F_SHARED | HPR_F_PREFAULT);
 	ck_assert_uint_eq(bad_word(hpr_base(r), SZ, 21), (size_t)-1);
