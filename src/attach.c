@@ -2,7 +2,9 @@
 /*
  * Kept regions: the stamp a region made with HPR_F_ATTACH carries in its
  * file, the checks a kept file passes before it is mapped again, and who
- * may hold it (flock). docs/attach.md has the why of each choice.
+ * may hold it (flock). docs/attach.md has the why of each choice. The
+ * mapping itself is backend.c's (attach_kept), which calls this file and
+ * is never called from it.
  *
  * The stamp is a small header in the page past the region's end in the
  * file: [0, size) are the region's bytes at the offsets they had, so an
@@ -328,45 +330,8 @@ static int check_stamp(struct kept *k)
 	return 0;
 }
 
-/* Map the checked file: shared, or a private copy-on-write view. */
-static int map_kept(struct kept *k)
-{
-	hpr_region *r = k->r;
-	uint64_t dev = 0, ino = 0;
-	char why[400];
-	int rc;
-
-	hpr__set_sizes(r, (size_t)k->s.size, (size_t)k->s.page_size);
-	r->backend = k->c->backend;
-	r->requested = k->c->backend;
-	if (!k->shared && r->backend == HPR_BACKEND_HUGETLB) {
-		/* a private hugetlb mapping reserves a page for every
-		 * copy-on-write it may make, at mmap */
-		rc = hpr__hugetlb_room(r, r->page_size, r->npages, why, sizeof(why));
-		if (rc)
-			return hpr__fail(rc, "private attach of kept region '%s': %s", r->name,
-					 why);
-	}
-	rc = hpr__map_aligned(r,
-			      (k->shared ? MAP_SHARED : MAP_PRIVATE) |
-				      (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE),
-			      k->fd);
-	if (rc)
-		return hpr__fail(rc, "kept region '%s': cannot map it: %s", r->name, strerror(-rc));
-	if (r->backend == HPR_BACKEND_SHMEM)
-		hpr__os_want_huge(r->base, r->size); /* huge=advise */
-	if (!k->shared)
-		hpr__os_dont_fork(r->base, r->size); /* as every private file region */
-	if (!hpr__os->stat_dev_ino(NULL, k->fd, &dev, &ino))
-		r->obj_key = (dev << 40) ^ ino;
-	r->fd = k->fd;
-	r->attached = true;
-	r->cow = !k->shared;
-	r->fault_huge = true;
-	return 0;
-}
-
-int hpr__attach(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
+int hpr__attach_open(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m,
+		     struct hpr__kept *out)
 {
 	struct kept k = { .r = r, .c = c, .m = m, .shared = c->flags & HPR_F_SHARED };
 	int rc;
@@ -394,8 +359,12 @@ int hpr__attach(hpr_region *r, const struct hpr_config *c, const struct hpr__mou
 		return hpr__fail(k.fd, "kept region '%s' in '%s': cannot open it: %s", r->name,
 				 c->path, strerror(-k.fd));
 	if (!(rc = check_file(&k)) && !(rc = check_mount(&k)) && !(rc = take_lock(&k)) &&
-	    !(rc = check_stamp(&k)) && !(rc = map_kept(&k)))
+	    !(rc = check_stamp(&k))) {
+		out->fd = k.fd;
+		out->size = (size_t)k.s.size;
+		out->page_size = (size_t)k.s.page_size;
 		return 0;
+	}
 	hpr__os->close(k.fd); /* and its lock */
 	return rc;
 }

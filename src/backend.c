@@ -148,6 +148,8 @@ void hpr__mount_release(struct hpr__mountcheck *m)
  * but only where CONFIG_ANON_VMA_NAME is set. */
 #define GUARD 4096UL
 
+static int backend_unmap(hpr_region *r);
+
 /* Reserve size+align+guards of address space, map the region at an
  * aligned address inside it and keep one PROT_NONE page either side; the
  * rest of the reservation is unmapped. */
@@ -172,7 +174,7 @@ static int hugetlb_reserve(hpr_region *r, int fd)
 /* Reserve size+align+guards of address space, map the region at an
  * aligned address inside it and keep one PROT_NONE page either side; the
  * rest of the reservation is unmapped. */
-int hpr__map_aligned(hpr_region *r, int flags, int fd)
+static int map_aligned(hpr_region *r, int flags, int fd)
 {
 	void *res = NULL, *got = NULL;
 	uintptr_t a, end;
@@ -246,7 +248,7 @@ static int thp_mode(void)
 	return g;
 }
 
-void hpr__set_sizes(hpr_region *r, size_t size, size_t ps)
+static void set_sizes(hpr_region *r, size_t size, size_t ps)
 {
 	r->page_size = ps;
 	r->page_shift = (unsigned)__builtin_ctzl(ps);
@@ -275,11 +277,11 @@ static int setup_thp(hpr_region *r, const struct hpr_config *c, bool degrade)
 				 c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
-	hpr__set_sizes(r, c->size, ps);
+	set_sizes(r, c->size, ps);
 	r->backend = HPR_BACKEND_THP;
 	r->degraded = degrade;
 	r->fault_huge = !degrade;
-	rc = hpr__map_aligned(r, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
+	rc = map_aligned(r, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
 	if (rc)
 		return hpr__fail(rc, "cannot map %zu bytes of anonymous memory: %s", r->size,
 				 strerror(-rc));
@@ -415,8 +417,8 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 		/* nobody may shrink or grow it under its users (SIGBUS) */
 		hpr__os->add_seals(r->fd, F_SEAL_SHRINK | F_SEAL_GROW);
 	}
-	rc = hpr__map_aligned(
-		r, MAP_SHARED | (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE), r->fd);
+	rc = map_aligned(r, MAP_SHARED | (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE),
+			 r->fd);
 	if (rc)
 		return rc;
 	if (r->backend == HPR_BACKEND_SHMEM)
@@ -428,7 +430,7 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 	if (!hpr__os->stat_dev_ino(NULL, r->fd, &dev, &ino))
 		r->obj_key = (dev << 40) ^ ino;
 	if (hpr__stamp_len(r) && (rc = hpr__stamp_write(r))) {
-		hpr__backend_unmap(r);
+		backend_unmap(r);
 		return rc;
 	}
 	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE)) {
@@ -469,7 +471,7 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c, const struct h
 				 ps, c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
-	hpr__set_sizes(r, c->size, ps);
+	set_sizes(r, c->size, ps);
 	r->backend = HPR_BACKEND_SHMEM;
 	shmem_policy(m ? m->huge : -1, !m, &fault, &coll);
 	if (!degrade && !fault && !coll) {
@@ -567,7 +569,7 @@ static int nodes_room(const hpr_region *r, size_t ps, size_t npages, const char 
 }
 
 /* Room for npages of ps: the pool, the bound nodes, the hugetlb cgroup. */
-int hpr__hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen)
+static int hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen)
 {
 	char sz[32], f[320];
 	long long cg;
@@ -607,11 +609,11 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c, const struct
 				 c->path, hpr__fmt_size(ps, sz, sizeof(sz)), c->page_size);
 	if ((rc = check_size(c, ps)))
 		return rc;
-	hpr__set_sizes(r, c->size, ps);
+	set_sizes(r, c->size, ps);
 	r->backend = HPR_BACKEND_HUGETLB;
 	r->fault_huge = true;
 	/* a kept region's stamp takes one more huge page (attach.c) */
-	rc = hpr__hugetlb_room(r, ps, r->npages + (hpr__stamp_len(r) ? 1 : 0), why, sizeof(why));
+	rc = hugetlb_room(r, ps, r->npages + (hpr__stamp_len(r) ? 1 : 0), why, sizeof(why));
 	if (rc)
 		return hpr__fail(rc, "%s", why);
 	if (m && m->avail < r->size + hpr__stamp_len(r)) {
@@ -650,7 +652,7 @@ static void reset_region(hpr_region *r)
 	r->attached = r->cow = false;
 }
 
-int hpr__backend_finish(hpr_region *r)
+static int finish(hpr_region *r)
 {
 	int rc = hpr__numa_apply(&r->numa, r->base, r->size);
 
@@ -771,7 +773,7 @@ static int auto_base_pages(hpr_region *r, const struct hpr_config *c,
 		rc = setup_shmem(r, c, NULL, true);
 	else
 		rc = setup_thp(r, c, true);
-	return rc ? rc : hpr__backend_finish(r);
+	return rc ? rc : finish(r);
 }
 
 /* AUTO: hugetlb, then shmem on the given tmpfs, then THP (a shmem memfd
@@ -784,22 +786,22 @@ static int create_auto(hpr_region *r, const struct hpr_config *c, const struct h
 
 	rc = try_huge(r, c, on_htlb ? m : NULL, HPR_BACKEND_HUGETLB, soft_hugetlb);
 	if (!is_soft(rc, soft_hugetlb))
-		return rc ? rc : hpr__backend_finish(r);
+		return rc ? rc : finish(r);
 	reason(&why, "hugetlb", hpr_strerror(rc));
 	if (m && m->fstype == TMPFS_MAGIC) {
 		rc = try_huge(r, c, m, HPR_BACKEND_SHMEM, soft_other);
 		if (!is_soft(rc, soft_other))
-			return rc ? rc : hpr__backend_finish(r);
+			return rc ? rc : finish(r);
 		reason(&why, "shmem", hpr_strerror(rc));
 	}
 	if (c->flags & HPR_F_SHARED) {
 		rc = try_huge(r, c, NULL, HPR_BACKEND_SHMEM, soft_other);
 		if (!is_soft(rc, soft_other))
-			return rc ? rc : hpr__backend_finish(r);
+			return rc ? rc : finish(r);
 		reason(&why, "shmem memfd", hpr_strerror(rc));
 	} else if (thp_mode() != HPR_THP_NEVER) {
 		rc = try_huge(r, c, NULL, HPR_BACKEND_THP, NULL);
-		return rc ? rc : hpr__backend_finish(r);
+		return rc ? rc : finish(r);
 	} else {
 		reason(&why, "thp", "/sys/kernel/mm/transparent_hugepage/enabled is never");
 	}
@@ -861,7 +863,60 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 	default:
 		return hpr__fail(-EINVAL, "unknown backend %d", (int)c->backend);
 	}
-	return rc ? rc : hpr__backend_finish(r);
+	return rc ? rc : finish(r);
+}
+
+/* Map the checked file: shared, or a private copy-on-write view. */
+static int map_kept(hpr_region *r, const struct hpr_config *c, const struct hpr__kept *k)
+{
+	bool shared = c->flags & HPR_F_SHARED;
+	uint64_t dev = 0, ino = 0;
+	char why[400];
+	int rc;
+
+	set_sizes(r, k->size, k->page_size);
+	r->backend = c->backend;
+	r->requested = c->backend;
+	if (!shared && r->backend == HPR_BACKEND_HUGETLB) {
+		/* a private hugetlb mapping reserves a page for every
+		 * copy-on-write it may make, at mmap */
+		rc = hugetlb_room(r, r->page_size, r->npages, why, sizeof(why));
+		if (rc)
+			return hpr__fail(rc, "private attach of kept region '%s': %s", r->name,
+					 why);
+	}
+	rc = map_aligned(r,
+			 (shared ? MAP_SHARED : MAP_PRIVATE) |
+				 (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE),
+			 k->fd);
+	if (rc)
+		return hpr__fail(rc, "kept region '%s': cannot map it: %s", r->name, strerror(-rc));
+	if (r->backend == HPR_BACKEND_SHMEM)
+		hpr__os_want_huge(r->base, r->size); /* huge=advise */
+	if (!shared)
+		hpr__os_dont_fork(r->base, r->size); /* as every private file region */
+	if (!hpr__os->stat_dev_ino(NULL, k->fd, &dev, &ino))
+		r->obj_key = (dev << 40) ^ ino;
+	r->fd = k->fd;
+	r->attached = true;
+	r->cow = !shared;
+	r->fault_huge = true;
+	return 0;
+}
+
+/* Attach r to the kept file m/c->name: checked and locked (attach.c),
+ * then mapped; nothing stays open or mapped on failure. */
+static int attach_kept(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
+{
+	struct hpr__kept k;
+	int rc = hpr__attach_open(r, c, m, &k);
+
+	if (rc)
+		return rc;
+	rc = map_kept(r, c, &k);
+	if (rc)
+		hpr__os->close(k.fd); /* and its lock */
+	return rc;
 }
 
 /*
@@ -877,9 +932,9 @@ static int attach_or_create(hpr_region *r, const struct hpr_config *in,
 	int rc = hpr__attach_backend(&c, m);
 
 	for (int t = 0; !rc && t < 2; t++) {
-		rc = hpr__attach(r, &c, m);
+		rc = attach_kept(r, &c, m);
 		if (rc != -ENOENT || (c.flags & HPR_F_ATTACH_ONLY))
-			return rc ? rc : hpr__backend_finish(r);
+			return rc ? rc : finish(r);
 		rc = create_backend(r, &c, m);
 		if (rc != -EEXIST)
 			return rc;
@@ -907,7 +962,7 @@ int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
 	return rc;
 }
 
-int hpr__backend_unmap(hpr_region *r)
+static int backend_unmap(hpr_region *r)
 {
 	int rc = 0;
 
@@ -919,7 +974,7 @@ int hpr__backend_unmap(hpr_region *r)
 
 int hpr__backend_destroy(hpr_region *r)
 {
-	int rc = hpr__backend_unmap(r);
+	int rc = backend_unmap(r);
 
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);

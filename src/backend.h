@@ -10,19 +10,6 @@
 int hpr__backend_create(hpr_region *r, const struct hpr_config *c);
 /* Undo hpr__backend_create. */
 int hpr__backend_destroy(hpr_region *r);
-/* Unmap the region and its guard pages (the fd and file stay). */
-int hpr__backend_unmap(hpr_region *r);
-/* The NUMA policy on a new mapping; on failure the backend is undone. */
-int hpr__backend_finish(hpr_region *r);
-/* Map fd (or anonymous memory, fd -1) with flags at a page-size-aligned
- * address with a PROT_NONE guard page each side: r->base. A shared
- * hugetlb mapping reserves the pool first (a short pool is -ENOMEM). */
-int hpr__map_aligned(hpr_region *r, int flags, int fd);
-/* r->size (size rounded up to ps), page_size, page_shift, npages. */
-void hpr__set_sizes(hpr_region *r, size_t size, size_t ps);
-/* 0 when the hugetlb pool (the bound nodes, the hugetlb cgroup) has room
- * for npages of ps now; else -ENOMEM/-EOPNOTSUPP with why filled. */
-int hpr__hugetlb_room(hpr_region *r, size_t ps, size_t npages, char *why, size_t wlen);
 
 /* What a mount gives: parsed from mountinfo for the directory's device.
  * dirfd is the directory, opened O_PATH once: the backing file is created
@@ -43,9 +30,18 @@ void hpr__mount_release(struct hpr__mountcheck *m);
 /* c->backend from the mount for AUTO; -EINVAL when c's backend and the
  * mount disagree. */
 int hpr__attach_backend(struct hpr_config *c, const struct hpr__mountcheck *m);
-/* Map the kept file m/c->name into r, validated first: 0, -ENOENT when
- * there is none (detail set), or a refusal with nothing mapped. */
-int hpr__attach(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m);
+/* A kept file checked and locked, ready to map. */
+struct hpr__kept {
+	int fd;		  /* O_RDWR shared, O_RDONLY private; holds the flock */
+	size_t size;	  /* the region's bytes (the stamp is past them) */
+	size_t page_size;
+};
+/* Open the kept file m/c->name, lock it (LOCK_EX shared, LOCK_SH
+ * private) and check it and its stamp against c: 0 with *out filled, or
+ * -ENOENT when there is none (detail set), or a refusal with nothing
+ * open. */
+int hpr__attach_open(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m,
+		     struct hpr__kept *out);
 /* Bytes of the stamp past the region's end: 0 when r is not a kept
  * region to attach to (HPR_F_ATTACH), else 4 KiB on tmpfs and one huge
  * page on hugetlbfs (its files are sized and mapped in huge pages). */

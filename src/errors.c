@@ -101,6 +101,22 @@ const char *hpr__fmt_size(size_t b, char *buf, size_t len)
 	return buf;
 }
 
+/* The errors only an attach to a kept region gives (attach.c). */
+static const char *generic_kept(int err)
+{
+	switch (err) {
+	case -ERANGE:
+		return "the kept region file's size, page size or backend differ "
+		       "from the config, or it was truncated";
+	case -EMEDIUMTYPE:
+		return "the kept region's mount no longer gives huge pages (remount "
+		       "the tmpfs huge=always) or is another kind of file system";
+	case -ELOOP:
+		return "the kept region's name is a symbolic link: never followed";
+	}
+	return NULL;
+}
+
 static const char *generic(int err)
 {
 	switch (err) {
@@ -145,14 +161,6 @@ static const char *generic(int err)
 	case -EBADMSG:
 		return "the snapshot file is corrupt or truncated, or the kept region "
 		       "file has no valid hpregion stamp";
-	case -ERANGE:
-		return "the kept region file's size, page size or backend differ "
-		       "from the config, or it was truncated";
-	case -EMEDIUMTYPE:
-		return "the kept region's mount no longer gives huge pages (remount "
-		       "the tmpfs huge=always) or is another kind of file system";
-	case -ELOOP:
-		return "the kept region's name is a symbolic link: never followed";
 	case -EAGAIN:
 		return "the kernel could not complete the operation now (pages "
 		       "busy); retry later";
@@ -163,7 +171,7 @@ static const char *generic(int err)
 	case -EINTR:
 		return "interrupted";
 	}
-	return NULL;
+	return generic_kept(err);
 }
 
 const char *hpr_strerror(int err)
