@@ -71,7 +71,9 @@ static uint64_t stamp_sum(const struct stamp *s)
 /*
  * Through a mapping of the stamp page, not pwrite: hugetlbfs files cannot
  * be written with write(2). On tmpfs the page is MADV_NOHUGEPAGE first: a
- * huge=always mount would otherwise give the stamp a whole huge page.
+ * huge=always mount may give a fault past i_size a whole huge page
+ * (shmem_is_huge() of 6.1-6.6 checks no size for "always"; 6.18, where the
+ * tests run, gives a base page either way, so they cannot tell).
  */
 int hpr__stamp_write(hpr_region *r)
 {
