@@ -17,6 +17,7 @@
  * and changes nothing system-wide but in the hugetlb case.
  */
 #include "common.h"
+#include "os.h"	      /* hpr__os_set: a prefault that fails */
 #include "snapshot.h" /* hpr__xxh64: forge a stamp with a valid checksum */
 
 #include <errno.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -452,7 +454,91 @@ START_TEST(exclusive_private)
 }
 END_TEST
 
+/*
+ * The crashed server's old child: the creator forked a worker (it holds
+ * the file's descriptor, and with it the lock) and was killed; the worker
+ * still runs. The successor's attach is -EBUSY until the worker is gone.
+ */
+START_TEST(killed_creator_child_holds)
+{
+	const char *dir = t_mount_tmpfs("huge=always,size=64m");
+	struct hpr_config c;
+	pid_t creator, worker;
+	int pfd[2], st;
+	hpr_region *r;
+
+	/* the worker is reparented to us when the creator dies */
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	ck_assert_int_eq(pipe(pfd), 0);
+	fflush(NULL);
+	creator = fork();
+	ck_assert_int_ge(creator, 0);
+	if (creator == 0) {
+		hpr_region *k = NULL;
+		pid_t w;
+
+		close(pfd[0]);
+		cfg(&c, HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH | HPR_F_SHARED | HPR_F_PREFAULT);
+		if (hpr_create(&c, &k))
+			_exit(1);
+		fill(hpr_base(k), SZ, 41);
+		w = fork();
+		if (w == 0) {
+			alarm(60);
+			for (;;)
+				pause();
+		}
+		if (write(pfd[1], &w, sizeof(w)) != (ssize_t)sizeof(w))
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(pfd[1]);
+	ck_assert_int_eq(read(pfd[0], &worker, sizeof(worker)), (ssize_t)sizeof(worker));
+	close(pfd[0]);
+	ck_assert_int_eq(kill(creator, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(creator, &st, 0), creator);
+	cfg(&c, HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH | HPR_F_SHARED);
+	refused("the killed creator's worker still runs", &c, -EBUSY, "held by another process");
+	ck_assert_int_eq(kill(worker, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(worker, &st, 0), worker);
+	r = attach(HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH | HPR_F_SHARED | HPR_F_PREFAULT);
+	ck_assert_uint_eq(bad_word(hpr_base(r), SZ, 41), (size_t)-1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
 /* ---- refusals ---- */
+
+/* An attach that fails after mapping (here its prefault) unmaps, and
+ * leaves the kept file where and as it was. */
+static struct hpr_os_ops fake_os;
+
+static int fail_populate_read(void *addr, size_t len, int advice)
+{
+	if (advice == MADV_POPULATE_READ)
+		return -ENOMEM;
+	return hpr__os_real.madvise(addr, len, advice);
+}
+
+START_TEST(failed_attach_keeps_file)
+{
+	const char *dir = t_mount_tmpfs("huge=always,size=64m");
+	struct hpr_config c;
+	hpr_region *r;
+
+	make_kept(HPR_BACKEND_SHMEM, dir, SZ, 51);
+	fake_os = hpr__os_real;
+	fake_os.madvise = fail_populate_read;
+	hpr__os_set(&fake_os);
+	cfg(&c, HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH | HPR_F_SHARED | HPR_F_PREFAULT);
+	refused("prefault fails after the attach", &c, -ENOMEM, "out of memory");
+	hpr__os_set(NULL);
+	r = attach(HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH_ONLY | HPR_F_SHARED | HPR_F_PREFAULT);
+	ck_assert_uint_eq(bad_word(hpr_base(r), SZ, 51), (size_t)-1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
 
 START_TEST(refuse_config)
 {
@@ -712,11 +798,13 @@ static Suite *suite(void)
 	tcase_add_test(tc, attach_after_kill9);
 	tcase_add_test(tc, private_is_copy_on_write);
 	tcase_add_test(ref, refuse_config);
+	tcase_add_test(ref, failed_attach_keeps_file);
 	tcase_add_test(ref, refuse_other_files);
 	tcase_add_test(ref, refuse_damaged);
 	tcase_add_test(ref, refuse_small_mount);
 	tcase_add_test(ex, exclusive_shared);
 	tcase_add_test(ex, exclusive_private);
+	tcase_add_test(ex, killed_creator_child_holds);
 	/* the only case that changes the system: the pool, under the lock */
 	tcase_add_unchecked_fixture(ht, t_system_lock_begin, t_system_lock_end);
 	tcase_add_test(ht, hugetlb_attach);
