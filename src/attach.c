@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "backend.h"
 #include "snapshot.h" /* hpr__xxh64 */
+#include "stamp.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -32,28 +33,12 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#define STAMP_MAGIC "HPRKEPT\0"
-#define STAMP_VERSION 1
 #define STAMP_SEED 0x6870726b657074ULL /* "hprkept" */
 
-/* Native byte order: a kept region lives in this machine's memory. */
-struct stamp {
-	char magic[8];
-	uint32_t version;
-	uint32_t backend; /* enum hpr_backend: SHMEM or HUGETLB */
-	uint64_t size;	  /* the region's bytes, a multiple of page_size */
-	uint64_t page_size;
-	uint64_t stamp_len; /* bytes of the file past size: 4 KiB or a huge page */
-	uint32_t uid;	    /* the creator's effective uid */
-	uint32_t flags;	    /* none yet; must be 0 */
-	char name[48];	    /* the region's name at create */
-	uint64_t reserved[4];
-	uint64_t sum; /* XXH64 of the bytes before it */
-};
-
 /* the layout tests/test_attach.c forges stamps with */
-_Static_assert(offsetof(struct stamp, backend) == 12 && offsetof(struct stamp, uid) == 40 &&
-		       offsetof(struct stamp, sum) == 128,
+_Static_assert(offsetof(struct hpr__stamp, backend) == 12 &&
+		       offsetof(struct hpr__stamp, uid) == 40 &&
+		       offsetof(struct hpr__stamp, sum) == 128,
 	       "stamp layout");
 
 size_t hpr__stamp_len(const hpr_region *r)
@@ -63,9 +48,9 @@ size_t hpr__stamp_len(const hpr_region *r)
 	return r->backend == HPR_BACKEND_HUGETLB ? r->page_size : 4096;
 }
 
-static uint64_t stamp_sum(const struct stamp *s)
+uint64_t hpr__stamp_sum(const struct hpr__stamp *s)
 {
-	return hpr__xxh64(s, offsetof(struct stamp, sum), STAMP_SEED);
+	return hpr__xxh64(s, offsetof(struct hpr__stamp, sum), STAMP_SEED);
 }
 
 /*
@@ -78,20 +63,20 @@ static uint64_t stamp_sum(const struct stamp *s)
 int hpr__stamp_write(hpr_region *r)
 {
 	size_t len = hpr__stamp_len(r);
-	struct stamp s;
+	struct hpr__stamp s;
 	void *p = NULL;
 	int rc;
 
 	memset(&s, 0, sizeof(s));
-	memcpy(s.magic, STAMP_MAGIC, sizeof(s.magic));
-	s.version = STAMP_VERSION;
+	memcpy(s.magic, HPR__STAMP_MAGIC, sizeof(s.magic));
+	s.version = HPR__STAMP_VERSION;
 	s.backend = (uint32_t)r->backend;
 	s.size = r->size;
 	s.page_size = r->page_size;
 	s.stamp_len = len;
 	s.uid = hpr__os->euid();
 	memcpy(s.name, r->name, strnlen(r->name, sizeof(s.name) - 1)); /* names are <= 40 */
-	s.sum = stamp_sum(&s);
+	s.sum = hpr__stamp_sum(&s);
 	rc = hpr__os->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, (off_t)r->size,
 			   &p);
 	if (rc)
@@ -183,7 +168,7 @@ struct kept {
 	bool shared;
 	struct stat st;
 	size_t ps; /* the mount's page size */
-	struct stamp s;
+	struct hpr__stamp s;
 };
 
 /* The name is a regular file of the caller's. */
@@ -246,6 +231,25 @@ static int take_lock(struct kept *k)
 	return 0;
 }
 
+const char *hpr__stamp_invalid(const struct hpr__stamp *s, uint64_t file_size, char *why,
+			       size_t wlen)
+{
+	if (memcmp(s->magic, HPR__STAMP_MAGIC, sizeof(s->magic)))
+		snprintf(why, wlen, "it has no hpregion stamp");
+	else if (s->sum != hpr__stamp_sum(s))
+		snprintf(why, wlen, "its stamp is damaged (checksum)");
+	else if (s->version != HPR__STAMP_VERSION || s->flags)
+		snprintf(why, wlen, "its stamp is version %u flags %#x, this hpregion reads %d",
+			 s->version, s->flags, HPR__STAMP_VERSION);
+	else if (s->size + s->stamp_len != file_size || s->size % 4096)
+		snprintf(why, wlen, "its stamp says %llu + %llu bytes, the file is %llu",
+			 (unsigned long long)s->size, (unsigned long long)s->stamp_len,
+			 (unsigned long long)file_size);
+	else
+		return NULL;
+	return why;
+}
+
 /* The stamp at the file's end: 1 valid, 0 none or damaged (why filled). */
 static int read_stamp(struct kept *k, size_t len, char *why, size_t wlen)
 {
@@ -262,23 +266,11 @@ static int read_stamp(struct kept *k, size_t len, char *why, size_t wlen)
 			 got < 0 ? strerror((int)-got) : "short read");
 		return 0;
 	}
-	if (memcmp(k->s.magic, STAMP_MAGIC, sizeof(k->s.magic))) {
-		snprintf(why, wlen, "it has no hpregion stamp");
+	if (hpr__stamp_invalid(&k->s, (uint64_t)k->st.st_size, why, wlen))
 		return 0;
-	}
-	if (k->s.sum != stamp_sum(&k->s)) {
-		snprintf(why, wlen, "its stamp is damaged (checksum)");
-		return 0;
-	}
-	if (k->s.version != STAMP_VERSION || k->s.flags) {
-		snprintf(why, wlen, "its stamp is version %u flags %#x, this hpregion reads %d",
-			 k->s.version, k->s.flags, STAMP_VERSION);
-		return 0;
-	}
-	if (k->s.stamp_len != len || (off_t)k->s.size != at) {
-		snprintf(why, wlen, "its stamp says %llu + %llu bytes, the file is %lld",
-			 (unsigned long long)k->s.size, (unsigned long long)k->s.stamp_len,
-			 (long long)k->st.st_size);
+	if (k->s.stamp_len != len) {
+		snprintf(why, wlen, "its stamp is %llu bytes long, %zu on this mount",
+			 (unsigned long long)k->s.stamp_len, len);
 		return 0;
 	}
 	return 1;

@@ -503,6 +503,13 @@ static unsigned os_euid(void)
 	return (unsigned)geteuid();
 }
 
+static int os_touch_atime(int fd)
+{
+	const struct timespec t[2] = { { .tv_nsec = UTIME_NOW }, { .tv_nsec = UTIME_OMIT } };
+
+	return futimens(fd, t) ? -errno : 0;
+}
+
 const struct hpr_os_ops hpr__os_real = {
 	.mmap = os_mmap,
 	.munmap = os_munmap,
@@ -544,6 +551,7 @@ const struct hpr_os_ops hpr__os_real = {
 	.page_nodes = os_page_nodes,
 	.flock = os_flock,
 	.euid = os_euid,
+	.touch_atime = os_touch_atime,
 };
 
 const struct hpr_os_ops *hpr__os = &hpr__os_real;

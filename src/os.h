@@ -147,6 +147,9 @@ struct hpr_os_ops {
 	int (*flock)(int fd, int op);
 	/* the caller's effective uid (geteuid(2)); cannot fail */
 	unsigned (*euid)(void);
+	/* set the file's access time to now, nothing else (futimens(2) with
+	 * UTIME_NOW, UTIME_OMIT; the owner may, whatever the fd's mode) */
+	int (*touch_atime)(int fd);
 };
 
 /* The hooks in force. Never NULL. */

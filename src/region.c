@@ -353,6 +353,10 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 		region_free(r);
 		return hpr__err_adopt(rc, why);
 	}
+	/* the last attach, for hpr stat --kept: the kept file's access time,
+	 * set once the attach has succeeded (best effort) */
+	if (r->attached)
+		hpr__os->touch_atime(r->fd);
 	fork_track(r);
 	*out = r;
 	/* a successful create has no error: drop the detail of an attempt
