@@ -462,6 +462,25 @@ START_TEST(exclusive_private)
 
 	make_kept(HPR_BACKEND_SHMEM, dir, SZ, 5);
 	h = hold(dir, HPR_F_ATTACH_ONLY);
+	/* hpr stat --kept lists it, and who holds it (from /proc/locks) */
+	if (t_hpr_path()) {
+		char args[600], out[4096], want[64];
+		int fd;
+
+		snprintf(args, sizeof(args), "stat --kept '%s' --json", dir);
+		snprintf(want, sizeof(want), "\"held\":\"shared:pid%d\"", (int)h.pid);
+		fd = open(kept_path(dir), O_RDONLY); /* only a stat: no lock */
+		ck_assert_int_eq(t_hpr(args, out, sizeof(out)), 0);
+		close(fd);
+		printf("hpr stat --kept: %s\n", out);
+		ck_assert_msg(strstr(out, "\"name\":\"kept\",\"kept\":true,\"why\":null,"
+					  "\"backend\":\"shmem\",\"size\":8388608,"
+					  "\"page_size\":2097152"),
+			      "hpr stat --kept: %s", out);
+		ck_assert_msg(strstr(out, want), "hpr stat --kept: no %s in %s", want, out);
+	} else {
+		printf("the hpr command is not built: hpr stat --kept not checked\n");
+	}
 	/* private views coexist */
 	r = attach(HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH_ONLY | HPR_F_PREFAULT);
 	ck_assert_uint_eq(bad_word(hpr_base(r), SZ, 5), (size_t)-1);

@@ -25,6 +25,8 @@ int cmd_probe(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
+/* hpr stat --kept DIR (kept.c) */
+int stat_kept(const char *dir, bool json);
 
 /* Print "hpr SUB: msg" and the subcommand's usage to stderr; returns 2. */
 int usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

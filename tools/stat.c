@@ -22,8 +22,10 @@
 #include <string.h>
 
 static const char usage[] = "usage: hpr stat PID [--json]\n"
-			    "  PID     a process using libhpregion\n"
-			    "  --json  machine-readable output\n";
+			    "       hpr stat --kept DIR [--json]\n"
+			    "  PID         a process using libhpregion\n"
+			    "  --kept DIR  the kept regions (HPR_F_ATTACH) in DIR\n"
+			    "  --json      machine-readable output\n";
 
 #define MAX_REGIONS 256
 
@@ -338,6 +340,7 @@ int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "kept", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -346,21 +349,29 @@ int cmd_stat(int argc, char **argv)
 	struct hpr_probe_info pi;
 	unsigned long pid;
 	bool json = false;
+	const char *kept = NULL;
 	char path[64], comm[64] = "?", ecomm[4 * 64], *buf, *mi, *numa;
 	size_t len = 0, milen = 0;
 	int c;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jk:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
+			break;
+		case 'k':
+			kept = optarg;
 			break;
 		default: /* -h, or an unknown option */
 			return end_option(c, usage, argv);
 		}
 	}
+	if (kept && optind < argc)
+		return usage_error(usage, "unexpected argument '%s'", argv[optind]);
+	if (kept)
+		return stat_kept(kept, json);
 	if (optind >= argc)
 		return usage_error(usage, "no PID given");
 	if (parse_count(argv[optind], &pid) || !pid || pid > 0x7fffffff)
