@@ -941,7 +941,12 @@ static int attach_or_create(hpr_region *r, const struct hpr_config *in,
 		reset_region(r);
 		rc = 0;
 	}
-	return rc;
+	/* made and gone twice in a row */
+	return rc ? rc :
+		    hpr__fail(-EBUSY,
+			      "kept region '%s' in '%s' appeared and vanished twice while we "
+			      "attached or created it: another process creates and removes it",
+			      c.name, c.path);
 }
 
 int hpr__backend_create(hpr_region *r, const struct hpr_config *c)

@@ -562,6 +562,62 @@ static int fail_populate_read(void *addr, size_t len, int advice)
 	return hpr__os_real.madvise(addr, len, advice);
 }
 
+/* Another process wins the create between our look and our O_EXCL open:
+ * with plant, it made a file there (we attach to that: here junk, so
+ * -EBADMSG); without, the file is gone again by our next look. */
+static bool plant;
+static int creates;
+
+static int racing_openat(int dirfd, const char *name, int flags, unsigned mode)
+{
+	if ((flags & O_CREAT) && !strcmp(name, NAME)) {
+		creates++;
+		if (plant) {
+			int fd = hpr__os_real.openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL, 0600);
+
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(ftruncate(fd, (off_t)(SZ + 4096)), 0);
+			close(fd);
+		}
+		return -EEXIST;
+	}
+	return hpr__os_real.openat(dirfd, name, flags, mode);
+}
+
+START_TEST(create_race)
+{
+	const char *dir = t_mount_tmpfs("huge=always,size=64m");
+	struct hpr_config c;
+
+	fake_os = hpr__os_real;
+	fake_os.openat = racing_openat;
+	hpr__os_set(&fake_os);
+	cfg(&c, HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH | HPR_F_SHARED);
+	plant = true;
+	creates = 0;
+	{
+		hpr_region *r = NULL;
+		struct stat st;
+		int rc = hpr_create(&c, &r);
+
+		/* (not refused(): the file appears during the call) */
+		ck_assert_msg(rc == -EBADMSG && strstr(hpr_strerror(rc), "no hpregion stamp"),
+			      "lost the create to a junk file: %d %s", rc, hpr_strerror(rc));
+		ck_assert_int_eq(stat(kept_path(dir), &st), 0);
+		ck_assert_int_eq((long long)st.st_size, (long long)(SZ + 4096));
+		ck_assert_int_eq((long long)st.st_blocks, 0); /* not written */
+	}
+	ck_assert_int_eq(creates, 1);
+	ck_assert_int_eq(unlink(kept_path(dir)), 0);
+	plant = false;
+	creates = 0;
+	refused("made and gone twice", &c, -EBUSY, "appeared and vanished");
+	ck_assert_int_eq(creates, 2);
+	hpr__os_set(NULL);
+	ck_assert_int_eq(t_dir_entries(dir), 0);
+}
+END_TEST
+
 START_TEST(failed_attach_keeps_file)
 {
 	const char *dir = t_mount_tmpfs("huge=always,size=64m");
@@ -840,6 +896,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, private_is_copy_on_write);
 	tcase_add_test(ref, refuse_config);
 	tcase_add_test(ref, failed_attach_keeps_file);
+	tcase_add_test(ref, create_race);
 	tcase_add_test(ref, refuse_other_files);
 	tcase_add_test(ref, refuse_damaged);
 	tcase_add_test(ref, refuse_small_mount);
