@@ -7,9 +7,12 @@
  *    blocks do not change (nothing was zeroed or allocated);
  *  - each invalid file is refused with its own errno and advice, with
  *    nothing left mapped (the library's mmap ledger) and the file unchanged
- *    (its length, blocks, times and a hash of its bytes);
+ *    (its length, blocks, mtime and ctime and a hash of its bytes); so is
+ *    every bad config, and an attach that fails after mapping keeps the
+ *    file; a create that loses the race for the name attaches instead;
  *  - exclusivity both ways, across processes: shared vs shared and private
- *    vs shared are -EBUSY, private views coexist;
+ *    vs shared are -EBUSY, private views coexist, and a killed creator's
+ *    forked worker still holds the file; hpr stat --kept shows holders;
  *  - a private attach is copy-on-write: its writes never reach the file;
  *  - hugetlbfs, under the system lock (its test case grows the pool and
  *    gives it back).
