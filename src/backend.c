@@ -959,9 +959,10 @@ int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
 		if (rc)
 			return rc;
 	}
-	if (c->flags & HPR__F_ATTACHING)
+	if (c->flags & HPR__F_ATTACHING) {
 		rc = attach_or_create(r, c, &m);
-	else
+		r->requested = c->backend; /* AUTO stays AUTO in hpr_stats */
+	} else
 		rc = create_backend(r, c, m.dirfd >= 0 ? &m : NULL);
 	hpr__mount_release(&m);
 	return rc;

@@ -236,6 +236,14 @@ START_TEST(create_then_attach)
 	r = attach(HPR_BACKEND_AUTO, dir, SZ, HPR_F_ATTACH);
 	ck_assert_uint_eq(bad_word(hpr_base(r), SZ, 1), (size_t)-1);
 	{
+		struct hpr_stats hs;
+
+		ck_assert_int_eq(hpr_stats(r, &hs), 0);
+		ck_assert_int_eq(hs.requested, HPR_BACKEND_AUTO);
+		ck_assert_int_eq(hs.backend, HPR_BACKEND_SHMEM);
+		ck_assert_uint_eq(hs.fallback, 0);
+	}
+	{
 		struct stat now;
 
 		ck_assert_int_eq(stat(kept_path(dir), &now), 0);
