@@ -489,6 +489,13 @@ START_TEST(exclusive_private)
 					  "\"page_size\":2097152"),
 			      "hpr stat --kept: %s", out);
 		ck_assert_msg(strstr(out, want), "hpr stat --kept: no %s in %s", want, out);
+		/* and hpr stat PID finds the holder's view by its stamp */
+		snprintf(args, sizeof(args), "stat %d --json", (int)h.pid);
+		ck_assert_int_eq(t_hpr(args, out, sizeof(out)), 0);
+		printf("hpr stat PID: %s\n", out);
+		ck_assert_msg(strstr(out,
+				     "\"name\":\"kept\",\"backend\":\"shmem\",\"kind\":\"file\""),
+			      "hpr stat PID: %s", out);
 	} else {
 		printf("the hpr command is not built: hpr stat --kept not checked\n");
 	}

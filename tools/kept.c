@@ -6,7 +6,8 @@
  * size and page size, the file's owner, who holds it now (its flock(2)
  * locks in /proc/locks: read, never taken, so a listing cannot make an
  * attach fail) and the last attach (the file's access time, which every
- * successful attach sets).
+ * successful attach sets). And for hpr stat PID: is a mapped file a kept
+ * region (kept_vma)?
  */
 #define _GNU_SOURCE
 #include "hpr.h"
@@ -83,6 +84,39 @@ static void read_kept(int dfd, size_t stamp_len, struct kept *k)
 	else if (!hpr__stamp_invalid(&k->s, (uint64_t)k->st.st_size, k->why, sizeof(k->why)))
 		k->valid = true;
 	close(fd);
+}
+
+bool kept_vma(unsigned long pid, const struct stat *want, const char *path, char *name, size_t len)
+{
+	struct hpr__stamp s;
+	struct statfs sf;
+	struct stat st;
+	char p[600], why[160];
+	size_t stamp_len;
+	bool ok = false;
+	int fd;
+
+	/* through the process's root: its mount namespace's view of path */
+	if (snprintf(p, sizeof(p), "/proc/%lu/root%s", pid, path) >= (int)sizeof(p) ||
+	    lstat(p, &st) || !S_ISREG(st.st_mode) || st.st_ino != want->st_ino ||
+	    st.st_dev != want->st_dev || statfs(p, &sf) ||
+	    (sf.f_type != TMPFS_MAGIC && sf.f_type != (typeof(sf.f_type))HUGETLBFS_MAGIC))
+		return false;
+	fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	stamp_len = sf.f_type == TMPFS_MAGIC ? 4096 : (size_t)sf.f_bsize;
+	/* still that file (not swapped since the lstat), with a stamp */
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_ino == want->st_ino &&
+	    st.st_dev == want->st_dev && st.st_size >= (off_t)stamp_len &&
+	    pread(fd, &s, sizeof(s), st.st_size - (off_t)stamp_len) == (ssize_t)sizeof(s) &&
+	    !hpr__stamp_invalid(&s, (uint64_t)st.st_size, why, sizeof(why))) {
+		s.name[sizeof(s.name) - 1] = '\0';
+		scopy(name, len, s.name);
+		ok = true;
+	}
+	close(fd);
+	return ok;
 }
 
 static int by_name(const void *a, const void *b)
