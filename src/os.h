@@ -169,8 +169,11 @@ void hpr__os_set(const struct hpr_os_ops *ops);
  */
 /* fault [addr, addr+len) in for writing (MADV_POPULATE_WRITE, 5.14) */
 int hpr__os_populate(void *addr, size_t len);
-/* fault it in for reading: what is absent stays a hole's zero page, no
- * allocation for shmem holes (MADV_POPULATE_READ, 5.14) */
+/* fault it in for reading, writing nothing (MADV_POPULATE_READ, 5.14):
+ * present pages are mapped as they are; absent private anonymous memory
+ * maps the zero page, but a hole of a tmpfs file is allocated (zeroed), as
+ * by any read fault of a mapped tmpfs file -- shared or private mapping,
+ * huge= or not (measured on 6.18; read(2) of a hole allocates nothing) */
 int hpr__os_populate_read(void *addr, size_t len);
 /* make it one huge page now (MADV_COLLAPSE, 6.1) */
 int hpr__os_collapse(void *addr, size_t len);
