@@ -464,6 +464,33 @@ START_TEST(exclusive_shared)
 }
 END_TEST
 
+/* hpr stat --kept lists the kept region in dir and who holds it (holder,
+ * a private view: from /proc/locks), and hpr stat PID finds the holder's
+ * view by its stamp. */
+static void hpr_stat_lists(const char *dir, pid_t holder)
+{
+	char args[600], out[4096], want[64];
+
+	if (!t_hpr_path()) {
+		printf("the hpr command is not built: hpr stat --kept not checked\n");
+		return;
+	}
+	snprintf(args, sizeof(args), "stat --kept '%s' --json", dir);
+	snprintf(want, sizeof(want), "\"held\":\"shared:pid%d\"", (int)holder);
+	ck_assert_int_eq(t_hpr(args, out, sizeof(out)), 0);
+	printf("hpr stat --kept: %s\n", out);
+	ck_assert_msg(strstr(out, "\"name\":\"kept\",\"kept\":true,\"why\":null,"
+				  "\"backend\":\"shmem\",\"size\":8388608,"
+				  "\"page_size\":2097152"),
+		      "hpr stat --kept: %s", out);
+	ck_assert_msg(strstr(out, want), "hpr stat --kept: no %s in %s", want, out);
+	snprintf(args, sizeof(args), "stat %d --json", (int)holder);
+	ck_assert_int_eq(t_hpr(args, out, sizeof(out)), 0);
+	printf("hpr stat PID: %s\n", out);
+	ck_assert_msg(strstr(out, "\"name\":\"kept\",\"backend\":\"shmem\",\"kind\":\"file\""),
+		      "hpr stat PID: %s", out);
+}
+
 START_TEST(exclusive_private)
 {
 	const char *dir = t_mount_tmpfs("huge=always,size=64m");
@@ -473,32 +500,7 @@ START_TEST(exclusive_private)
 
 	make_kept(HPR_BACKEND_SHMEM, dir, SZ, 5);
 	h = hold(dir, HPR_F_ATTACH_ONLY);
-	/* hpr stat --kept lists it, and who holds it (from /proc/locks) */
-	if (t_hpr_path()) {
-		char args[600], out[4096], want[64];
-		int fd;
-
-		snprintf(args, sizeof(args), "stat --kept '%s' --json", dir);
-		snprintf(want, sizeof(want), "\"held\":\"shared:pid%d\"", (int)h.pid);
-		fd = open(kept_path(dir), O_RDONLY); /* only a stat: no lock */
-		ck_assert_int_eq(t_hpr(args, out, sizeof(out)), 0);
-		close(fd);
-		printf("hpr stat --kept: %s\n", out);
-		ck_assert_msg(strstr(out, "\"name\":\"kept\",\"kept\":true,\"why\":null,"
-					  "\"backend\":\"shmem\",\"size\":8388608,"
-					  "\"page_size\":2097152"),
-			      "hpr stat --kept: %s", out);
-		ck_assert_msg(strstr(out, want), "hpr stat --kept: no %s in %s", want, out);
-		/* and hpr stat PID finds the holder's view by its stamp */
-		snprintf(args, sizeof(args), "stat %d --json", (int)h.pid);
-		ck_assert_int_eq(t_hpr(args, out, sizeof(out)), 0);
-		printf("hpr stat PID: %s\n", out);
-		ck_assert_msg(strstr(out,
-				     "\"name\":\"kept\",\"backend\":\"shmem\",\"kind\":\"file\""),
-			      "hpr stat PID: %s", out);
-	} else {
-		printf("the hpr command is not built: hpr stat --kept not checked\n");
-	}
+	hpr_stat_lists(dir, h.pid);
 	/* private views coexist */
 	r = attach(HPR_BACKEND_SHMEM, dir, SZ, HPR_F_ATTACH_ONLY | HPR_F_PREFAULT);
 	ck_assert_uint_eq(bad_word(hpr_base(r), SZ, 5), (size_t)-1);
