@@ -148,6 +148,8 @@ void hpr__mount_release(struct hpr__mountcheck *m)
  * but only where CONFIG_ANON_VMA_NAME is set. */
 #define GUARD 4096UL
 
+static int backend_unmap(hpr_region *r);
+
 /* Reserve size+align+guards of address space, map the region at an
  * aligned address inside it and keep one PROT_NONE page either side; the
  * rest of the reservation is unmapped. */
@@ -179,7 +181,9 @@ static int map_aligned(hpr_region *r, int flags, int fd)
 	size_t span = r->size + r->page_size + GUARD;
 	int rc;
 
-	if (fd >= 0 && r->backend == HPR_BACKEND_HUGETLB && (rc = hugetlb_reserve(r, fd)))
+	/* (a private mapping reserves its pages per mapping: nothing to keep) */
+	if (fd >= 0 && r->backend == HPR_BACKEND_HUGETLB && (flags & MAP_SHARED) &&
+	    (rc = hugetlb_reserve(r, fd)))
 		return rc;
 	/* PROT_NONE, not writable: no commit charge, and no MAP_NORESERVE so
 	 * the guards differ from a region page made PROT_NONE by guard mode */
@@ -326,6 +330,18 @@ static int open_file(hpr_region *r, const struct hpr_config *c, const struct hpr
 	char p[128];
 	int fd;
 
+	if (c->flags & HPR_F_ATTACH) {
+		/* the kept name itself; -EEXIST: another process made it
+		 * since we looked (attach.c attaches to it then) */
+		snprintf(p, sizeof(p), "%s", r->name);
+		fd = hpr__os->openat(m->dirfd, p,
+				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd == -EEXIST)
+			return fd;
+		if (fd >= 0 && (fd = hpr__attach_lock_new(r, m, p, fd)) < 0)
+			return fd;
+		goto opened;
+	}
 	for (int t = 0; t < 100; t++) {
 		snprintf(p, sizeof(p), "hpr-%s-%d-%u", r->name, (int)getpid(),
 			 atomic_fetch_add(&file_seq, 1));
@@ -334,6 +350,7 @@ static int open_file(hpr_region *r, const struct hpr_config *c, const struct hpr
 		if (fd != -EEXIST)
 			break;
 	}
+opened:
 	if (fd < 0)
 		return hpr__fail(fd, "cannot create a file in '%s': %s", c->path, strerror(-fd));
 	r->file_path = strdup(p);
@@ -389,10 +406,11 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 	uint64_t dev = 0, ino = 0;
 	int rc;
 
-	rc = hpr__os->ftruncate(r->fd, (off_t)r->size);
+	/* a region to attach to later has its stamp past its end */
+	rc = hpr__os->ftruncate(r->fd, (off_t)(r->size + hpr__stamp_len(r)));
 	if (rc)
-		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s", r->size,
-				 strerror(-rc));
+		return hpr__fail(rc, "cannot size the backing file to %zu bytes: %s",
+				 r->size + hpr__stamp_len(r), strerror(-rc));
 	/* no fallocate before populate (fault.c): populate alone reports a
 	 * full mount or pool */
 	if (r->is_memfd) {
@@ -411,6 +429,10 @@ static int map_fd(hpr_region *r, const struct hpr__mountcheck *m)
 		hpr__os_dont_fork(r->base, r->size);
 	if (!hpr__os->stat_dev_ino(NULL, r->fd, &dev, &ino))
 		r->obj_key = (dev << 40) ^ ino;
+	if (hpr__stamp_len(r) && (rc = hpr__stamp_write(r))) {
+		backend_unmap(r);
+		return rc;
+	}
 	if (r->file_path && !(r->flags & HPR_F_KEEP_FILE)) {
 		hpr__os->unlinkat(m->dirfd, r->file_path);
 		free(r->file_path);
@@ -472,7 +494,7 @@ static int setup_shmem(hpr_region *r, const struct hpr_config *c, const struct h
 	r->degraded = degrade && !fault && !coll;
 	r->fault_huge = fault && !r->degraded;
 	r->collapse_after = !fault && coll && !r->degraded;
-	if (m && m->avail < r->size) {
+	if (m && m->avail < r->size + hpr__stamp_len(r)) {
 		char a[32], s[32];
 
 		return hpr__fail(-ENOSPC,
@@ -590,10 +612,11 @@ static int setup_hugetlb(hpr_region *r, const struct hpr_config *c, const struct
 	set_sizes(r, c->size, ps);
 	r->backend = HPR_BACKEND_HUGETLB;
 	r->fault_huge = true;
-	rc = hugetlb_room(r, ps, r->npages, why, sizeof(why));
+	/* a kept region's stamp takes one more huge page (attach.c) */
+	rc = hugetlb_room(r, ps, r->npages + (hpr__stamp_len(r) ? 1 : 0), why, sizeof(why));
 	if (rc)
 		return hpr__fail(rc, "%s", why);
-	if (m && m->avail < r->size) {
+	if (m && m->avail < r->size + hpr__stamp_len(r)) {
 		char a[32];
 
 		return hpr__fail(-ENOSPC,
@@ -626,6 +649,7 @@ static void reset_region(hpr_region *r)
 	r->fd = -1;
 	r->is_memfd = false;
 	r->fault_huge = r->collapse_after = r->degraded = false;
+	r->attached = r->cow = false;
 }
 
 static int finish(hpr_region *r)
@@ -842,6 +866,89 @@ static int create_backend(hpr_region *r, const struct hpr_config *c,
 	return rc ? rc : finish(r);
 }
 
+/* Map the checked file: shared, or a private copy-on-write view. */
+static int map_kept(hpr_region *r, const struct hpr_config *c, const struct hpr__kept *k)
+{
+	bool shared = c->flags & HPR_F_SHARED;
+	uint64_t dev = 0, ino = 0;
+	char why[400];
+	int rc;
+
+	set_sizes(r, k->size, k->page_size);
+	r->backend = c->backend;
+	r->requested = c->backend;
+	if (!shared && r->backend == HPR_BACKEND_HUGETLB) {
+		/* a private hugetlb mapping reserves a page for every
+		 * copy-on-write it may make, at mmap */
+		rc = hugetlb_room(r, r->page_size, r->npages, why, sizeof(why));
+		if (rc)
+			return hpr__fail(rc, "private attach of kept region '%s': %s", r->name,
+					 why);
+	}
+	rc = map_aligned(r,
+			 (shared ? MAP_SHARED : MAP_PRIVATE) |
+				 (r->backend == HPR_BACKEND_HUGETLB ? 0 : MAP_NORESERVE),
+			 k->fd);
+	if (rc)
+		return hpr__fail(rc, "kept region '%s': cannot map it: %s", r->name, strerror(-rc));
+	if (r->backend == HPR_BACKEND_SHMEM)
+		hpr__os_want_huge(r->base, r->size); /* huge=advise */
+	if (!shared)
+		hpr__os_dont_fork(r->base, r->size); /* as every private file region */
+	if (!hpr__os->stat_dev_ino(NULL, k->fd, &dev, &ino))
+		r->obj_key = (dev << 40) ^ ino;
+	r->fd = k->fd;
+	r->attached = true;
+	r->cow = !shared;
+	r->fault_huge = true;
+	return 0;
+}
+
+/* Attach r to the kept file m/c->name: checked and locked (attach.c),
+ * then mapped; nothing stays open or mapped on failure. */
+static int attach_kept(hpr_region *r, const struct hpr_config *c, const struct hpr__mountcheck *m)
+{
+	struct hpr__kept k;
+	int rc = hpr__attach_open(r, c, m, &k);
+
+	if (rc)
+		return rc;
+	rc = map_kept(r, c, &k);
+	if (rc)
+		hpr__os->close(k.fd); /* and its lock */
+	return rc;
+}
+
+/*
+ * HPR_F_ATTACH, HPR_F_ATTACH_ONLY: attach to the kept file path/name
+ * (attach.c); when there is none, HPR_F_ATTACH creates it under that name
+ * (O_EXCL). A process that creates it between our look and our create
+ * wins: attach to its file then (-EBUSY while it still holds it).
+ */
+static int attach_or_create(hpr_region *r, const struct hpr_config *in,
+			    const struct hpr__mountcheck *m)
+{
+	struct hpr_config c = *in;
+	int rc = hpr__attach_backend(&c, m);
+
+	for (int t = 0; !rc && t < 2; t++) {
+		rc = attach_kept(r, &c, m);
+		if (rc != -ENOENT || (c.flags & HPR_F_ATTACH_ONLY))
+			return rc ? rc : finish(r);
+		rc = create_backend(r, &c, m);
+		if (rc != -EEXIST)
+			return rc;
+		reset_region(r);
+		rc = 0;
+	}
+	/* made and gone twice in a row */
+	return rc ? rc :
+		    hpr__fail(-EBUSY,
+			      "kept region '%s' in '%s' appeared and vanished twice while we "
+			      "attached or created it: another process creates and removes it",
+			      c.name, c.path);
+}
+
 int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
 {
 	struct hpr__mountcheck m = { .dirfd = -1 };
@@ -852,18 +959,29 @@ int hpr__backend_create(hpr_region *r, const struct hpr_config *c)
 		if (rc)
 			return rc;
 	}
-	rc = create_backend(r, c, m.dirfd >= 0 ? &m : NULL);
+	if (c->flags & HPR__F_ATTACHING) {
+		rc = attach_or_create(r, c, &m);
+		r->requested = c->backend; /* AUTO stays AUTO in hpr_stats */
+	} else
+		rc = create_backend(r, c, m.dirfd >= 0 ? &m : NULL);
 	hpr__mount_release(&m);
 	return rc;
 }
 
-int hpr__backend_destroy(hpr_region *r)
+static int backend_unmap(hpr_region *r)
 {
 	int rc = 0;
 
 	if (r->base) /* the region and its guard pages */
 		rc = hpr__os->munmap(r->base - GUARD, r->size + 2 * GUARD);
 	r->base = NULL;
+	return rc;
+}
+
+int hpr__backend_destroy(hpr_region *r)
+{
+	int rc = backend_unmap(r);
+
 	if (r->fd >= 0)
 		hpr__os->close(r->fd);
 	r->fd = -1;

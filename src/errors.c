@@ -101,6 +101,22 @@ const char *hpr__fmt_size(size_t b, char *buf, size_t len)
 	return buf;
 }
 
+/* The errors only an attach to a kept region gives (attach.c). */
+static const char *generic_kept(int err)
+{
+	switch (err) {
+	case -ERANGE:
+		return "the kept region file's size, page size or backend differ "
+		       "from the config, or it was truncated";
+	case -EMEDIUMTYPE:
+		return "the kept region's mount no longer gives huge pages (remount "
+		       "the tmpfs huge=always) or is another kind of file system";
+	case -ELOOP:
+		return "the kept region's name is a symbolic link: never followed";
+	}
+	return NULL;
+}
+
 static const char *generic(int err)
 {
 	switch (err) {
@@ -110,7 +126,8 @@ static const char *generic(int err)
 		return "invalid argument: check the config (size, backend, flags, "
 		       "page size, nodestring) or that the range lies inside the region";
 	case -ENOENT:
-		return "the directory given as path does not exist";
+		return "the directory given as path does not exist, or (HPR_F_ATTACH_ONLY) "
+		       "it holds no kept region of that name";
 	case -ENOTDIR:
 		return "path is not a directory: give a directory on a tmpfs or "
 		       "hugetlbfs mount";
@@ -134,14 +151,16 @@ static const char *generic(int err)
 		return "the config sets fields this version of hpregion does not "
 		       "know: rebuild against this library's header";
 	case -EBUSY:
-		return "a background prefault job is already running: "
-		       "hpr_prefault_wait() or hpr_prefault_cancel() first";
+		return "a background prefault job is already running "
+		       "(hpr_prefault_wait() or hpr_prefault_cancel() first), or a "
+		       "kept region is held by another process";
 	case -ECANCELED:
 		return "the background job was cancelled";
 	case -EHWPOISON:
 		return "a hardware memory error (poisoned page) hit the region";
 	case -EBADMSG:
-		return "the snapshot file is corrupt or truncated";
+		return "the snapshot file is corrupt or truncated, or the kept region "
+		       "file has no valid hpregion stamp";
 	case -EAGAIN:
 		return "the kernel could not complete the operation now (pages "
 		       "busy); retry later";
@@ -152,7 +171,7 @@ static const char *generic(int err)
 	case -EINTR:
 		return "interrupted";
 	}
-	return NULL;
+	return generic_kept(err);
 }
 
 const char *hpr_strerror(int err)

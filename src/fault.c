@@ -203,8 +203,11 @@ static int populate_span(hpr_region *r, size_t off, size_t len)
 	if (hpr__caps()->info.have_populate) {
 		/* EINTR: a signal arrived (5.14+ returns it rather than
 		 * restarting); what was populated stays, so go on */
+		/* a kept region's pages hold its bytes: map them for reading
+		 * (a shared mapping maps them writable as well), never
+		 * write-fault a private view (a copy of every page) */
 		do
-			rc = hpr__os_populate(a, len);
+			rc = r->attached ? hpr__os_populate_read(a, len) : hpr__os_populate(a, len);
 		while (rc == -EINTR);
 	} else {
 		rc = -EINVAL;

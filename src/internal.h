@@ -21,7 +21,9 @@
 /* Every HPR_F_* flag hpr_config.flags may carry; other bits are -EINVAL. */
 #define HPR__F_ALL                                                                            \
 	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | HPR_F_LOCK | \
-	 HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM)
+	 HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM | HPR_F_ATTACH | HPR_F_ATTACH_ONLY)
+/* Either attach flag: the region is the kept file path/name. */
+#define HPR__F_ATTACHING (HPR_F_ATTACH | HPR_F_ATTACH_ONLY)
 #define HPR_NODE_WORDS (HPR_MAX_NODES / (8 * sizeof(unsigned long)))
 
 /* Per-huge-page state in the fault table. */
@@ -286,6 +288,9 @@ struct hpr_region {
 			  * a create that fails after the file was kept unlinks it */
 	char name[64];
 	uint64_t obj_key; /* backing object identity for the lock hash */
+	bool attached;	  /* mapped from a kept file (attach.c) */
+	bool cow;	  /* a private attach: MAP_PRIVATE of the kept file, fd
+			   * read-only; faults read, discards drop the copies */
 
 	bool fault_huge;     /* faults on this mapping give PMD-mapped pages */
 	bool collapse_after; /* populate then MADV_COLLAPSE to get huge pages */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -495,6 +496,28 @@ long hpr__os_map_count(void)
 	return n < 0 ? (long)n : lines;
 }
 
+static int os_flock(int fd, int op)
+{
+	int rc;
+
+	do
+		rc = flock(fd, op) ? -errno : 0;
+	while (rc == -EINTR);
+	return rc;
+}
+
+static unsigned os_euid(void)
+{
+	return (unsigned)geteuid();
+}
+
+static int os_touch_atime(int fd)
+{
+	const struct timespec t[2] = { { .tv_nsec = UTIME_NOW }, { .tv_nsec = UTIME_OMIT } };
+
+	return futimens(fd, t) ? -errno : 0;
+}
+
 const struct hpr_os_ops hpr__os_real = {
 	.mmap = os_mmap,
 	.munmap = os_munmap,
@@ -535,6 +558,9 @@ const struct hpr_os_ops hpr__os_real = {
 	.pwrite_some = os_pwrite_some,
 	.process_cpus = os_process_cpus,
 	.page_nodes = os_page_nodes,
+	.flock = os_flock,
+	.euid = os_euid,
+	.touch_atime = os_touch_atime,
 };
 
 const struct hpr_os_ops *hpr__os = &hpr__os_real;
@@ -568,6 +594,11 @@ int hpr__os_discard(void *addr, size_t len, enum hpr__discard how)
 int hpr__os_want_huge(void *addr, size_t len)
 {
 	return hpr__os->madvise(addr, len, MADV_HUGEPAGE);
+}
+
+int hpr__os_no_huge(void *addr, size_t len)
+{
+	return hpr__os->madvise(addr, len, MADV_NOHUGEPAGE);
 }
 
 int hpr__os_dont_fork(void *addr, size_t len)

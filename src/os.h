@@ -142,6 +142,17 @@ struct hpr_os_ops {
 	/* the node of each of n pages (move_pages(2) as a query: nothing
 	 * moves); status[i] is a node or a negative errno per page */
 	int (*page_nodes)(void **pages, size_t n, int *status);
+
+	/* ---- kept files (attach.c) ---- */
+	/* flock(2) on an open file (LOCK_SH/LOCK_EX, | LOCK_NB); EINTR is
+	 * retried. A lock belongs to the open file description: it lasts
+	 * until every fd of it (dup, fork) is closed */
+	int (*flock)(int fd, int op);
+	/* the caller's effective uid (geteuid(2)); cannot fail */
+	unsigned (*euid)(void);
+	/* set the file's access time to now, nothing else (futimens(2) with
+	 * UTIME_NOW, UTIME_OMIT; the owner may, whatever the fd's mode) */
+	int (*touch_atime)(int fd);
 };
 
 /* The hooks in force. Never NULL. */
@@ -161,8 +172,11 @@ void hpr__os_set(const struct hpr_os_ops *ops);
  */
 /* fault [addr, addr+len) in for writing (MADV_POPULATE_WRITE, 5.14) */
 int hpr__os_populate(void *addr, size_t len);
-/* fault it in for reading: what is absent stays a hole's zero page, no
- * allocation for shmem holes (MADV_POPULATE_READ, 5.14) */
+/* fault it in for reading, writing nothing (MADV_POPULATE_READ, 5.14):
+ * present pages are mapped as they are; absent private anonymous memory
+ * maps the zero page, but a hole of a tmpfs file is allocated (zeroed), as
+ * by any read fault of a mapped tmpfs file -- shared or private mapping,
+ * huge= or not (measured on 6.18; read(2) of a hole allocates nothing) */
 int hpr__os_populate_read(void *addr, size_t len);
 /* make it one huge page now (MADV_COLLAPSE, 6.1) */
 int hpr__os_collapse(void *addr, size_t len);
@@ -176,6 +190,8 @@ enum hpr__discard {
 int hpr__os_discard(void *addr, size_t len, enum hpr__discard how);
 /* ask for huge pages on faults (MADV_HUGEPAGE) */
 int hpr__os_want_huge(void *addr, size_t len);
+/* no huge pages on faults in the range (MADV_NOHUGEPAGE) */
+int hpr__os_no_huge(void *addr, size_t len);
 /* leave the range out of a forked child (MADV_DONTFORK) */
 int hpr__os_dont_fork(void *addr, size_t len);
 

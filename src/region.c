@@ -96,6 +96,42 @@ static int name_check(const char *name)
 	return 0;
 }
 
+/* HPR_F_ATTACH, HPR_F_ATTACH_ONLY: what a kept region needs (attach.c). */
+static int attach_check(const struct hpr_config *c)
+{
+	const char *f = c->flags & HPR_F_ATTACH ? "HPR_F_ATTACH" : "HPR_F_ATTACH_ONLY";
+
+	if ((c->flags & HPR__F_ATTACHING) == HPR__F_ATTACHING)
+		return hpr__fail(-EINVAL, "hpr_create: HPR_F_ATTACH and HPR_F_ATTACH_ONLY exclude "
+					  "each other (ATTACH creates what is missing, "
+					  "ATTACH_ONLY does not)");
+	if (c->backend == HPR_BACKEND_THP)
+		return hpr__fail(-EINVAL,
+				 "hpr_create: %s: THP regions are anonymous memory, there "
+				 "is no file to keep: use HPR_BACKEND_SHMEM on a tmpfs "
+				 "mounted huge= or HPR_BACKEND_HUGETLB on hugetlbfs",
+				 f);
+	if (!c->path || !c->name)
+		return hpr__fail(-EINVAL,
+				 "hpr_create: %s needs path (a directory on a tmpfs "
+				 "mounted huge= or on hugetlbfs) and name (the kept "
+				 "file's name in it); a memfd dies with its process",
+				 f);
+	if (c->flags & HPR_F_FALLBACK)
+		return hpr__fail(-EINVAL,
+				 "hpr_create: %s and HPR_F_FALLBACK exclude each other: "
+				 "a kept region is exactly what its stamp says, never "
+				 "another backend or base pages",
+				 f);
+	if ((c->flags & HPR_F_LOCK) && !(c->flags & HPR_F_SHARED))
+		return hpr__fail(-EINVAL,
+				 "hpr_create: %s with HPR_F_LOCK needs HPR_F_SHARED: "
+				 "mlock write-faults a private attach, which would copy "
+				 "every page of the kept file",
+				 f);
+	return 0;
+}
+
 static int config_check(const struct hpr_config *c)
 {
 	int rc;
@@ -123,6 +159,8 @@ static int config_check(const struct hpr_config *c)
 					  "anonymous memory; use HPR_BACKEND_SHMEM for "
 					  "HPR_F_SHARED");
 	if (c->name && (rc = name_check(c->name)))
+		return rc;
+	if ((c->flags & HPR__F_ATTACHING) && (rc = attach_check(c)))
 		return rc;
 	if (c->workers > 1024)
 		return hpr__fail(-EINVAL,
@@ -215,7 +253,8 @@ static hpr_region *region_alloc(const struct hpr_config *c)
 		return NULL;
 	r->fd = -1;
 	r->dir_fd = -1;
-	r->flags = c->flags;
+	/* a kept region's file outlives it (attach.c) */
+	r->flags = c->flags | (c->flags & HPR__F_ATTACHING ? HPR_F_KEEP_FILE : 0);
 	r->lazy_budget = c->lazy_budget;
 	r->psi_stall_us = c->psi_stall_us ? c->psi_stall_us : 100000;
 	snprintf(r->name, sizeof(r->name), "%s", c->name ? c->name : "region");
@@ -314,6 +353,10 @@ int hpr_create(const struct hpr_config *cfg, hpr_region **out)
 		region_free(r);
 		return hpr__err_adopt(rc, why);
 	}
+	/* the last attach, for hpr stat --kept: the kept file's access time,
+	 * set once the attach has succeeded (best effort) */
+	if (r->attached)
+		hpr__os->touch_atime(r->fd);
 	fork_track(r);
 	*out = r;
 	/* a successful create has no error: drop the detail of an attempt
@@ -351,6 +394,11 @@ size_t hpr_page_size(const hpr_region *r)
 enum hpr_backend hpr_backend_of(const hpr_region *r)
 {
 	return r ? r->backend : HPR_BACKEND_AUTO;
+}
+
+bool hpr_attached(const hpr_region *r)
+{
+	return r && r->attached;
 }
 
 int hpr_fd(const hpr_region *r)

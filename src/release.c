@@ -439,7 +439,9 @@ int hpr__discard_page(hpr_region *r, size_t idx)
 	char *a = r->base + hpr__page_off(r, idx);
 	int rc;
 
-	if (r->backend == HPR_BACKEND_THP) {
+	/* a private attach (r->cow): drop our copies, the kept file's bytes
+	 * show through again; its file is read-only and not ours to punch */
+	if (r->backend == HPR_BACKEND_THP || r->cow) {
 		rc = hpr__os_discard(a, r->page_size, HPR__DISCARD_NOW);
 		if (rc == -EINVAL && hpr__mem_locked(r, true)) {
 			rc = hpr__os_discard(a, r->page_size, HPR__DISCARD_LOCKED);

@@ -131,12 +131,18 @@ static int read_file(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+static void restore_settings(void)
+{
+	for (int i = nrestores - 1; i >= 0; i--)
+		write_file(restores[i].path, restores[i].val);
+	nrestores = 0;
+}
+
 static void restore_all(void)
 {
 	if (!sh || getpid() != main_pid)
 		return;
-	for (int i = nrestores - 1; i >= 0; i--)
-		write_file(restores[i].path, restores[i].val);
+	restore_settings();
 	for (int i = nmounts - 1; i >= 0; i--) {
 		umount2(mounts[i], MNT_DETACH);
 		rmdir(mounts[i]);
@@ -587,6 +593,31 @@ void t_compact(void)
 	write_file("/proc/sys/vm/compact_memory", "1");
 }
 
+/* The system lock taken by t_system_lock_begin(), or -1. */
+static int syslock_fd = -1;
+static bool syslock_whole_run;
+
+void t_system_lock_begin(void)
+{
+	if (syslock_whole_run || syslock_fd >= 0 || getpid() != main_pid ||
+	    hpr_env_lock_inherited())
+		return;
+	syslock_fd = open(HPR_SYSTEM_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (syslock_fd < 0 || flock(syslock_fd, LOCK_EX)) {
+		fprintf(stderr, "cannot take %s: %s\n", HPR_SYSTEM_LOCK, strerror(errno));
+		exit(1);
+	}
+}
+
+void t_system_lock_end(void)
+{
+	if (syslock_fd < 0 || getpid() != main_pid)
+		return;
+	restore_settings();
+	close(syslock_fd);
+	syslock_fd = -1;
+}
+
 void t_harness_begin(unsigned needs)
 {
 	main_pid = getpid();
@@ -600,12 +631,15 @@ void t_harness_begin(unsigned needs)
 	mallopt(M_ARENA_MAX, 1);
 	shared_init();
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if ((needs & T_NEED_ROOT) && geteuid() != 0)
+	if ((needs & (T_NEED_ROOT | T_NEED_MOUNTS)) && geteuid() != 0)
 		t_skip("this suite needs root (mounts, hugetlb pool)");
 	if (needs & T_NEED_ROOT) {
 		/* hugetlb pools and sysfs modes are system-wide: one suite
 		 * (or benchmark) that changes them at a time */
 		hpr_env_lock_system(false); /* held until exit */
+		syslock_whole_run = true;
+	}
+	if (needs & (T_NEED_ROOT | T_NEED_MOUNTS)) {
 		if (unshare(CLONE_NEWNS))
 			t_skip("unshare(CLONE_NEWNS): %s", strerror(errno));
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))

@@ -33,6 +33,18 @@
 #include <stdio.h>
 
 #define T_NEED_ROOT (1u << 0) /* mounts, nr_hugepages */
+/* Root and a private mount namespace, without the system lock: for suites
+ * that change nothing system-wide but their own mounts. A test case of such
+ * a suite that does change the system (the hugetlb pool) takes the lock
+ * for its run with tcase_add_unchecked_fixture(tc, t_system_lock_begin,
+ * t_system_lock_end). */
+#define T_NEED_MOUNTS (1u << 1)
+/* In the suite's main process (an unchecked fixture): take the system lock
+ * (waiting for whoever holds it), and at the end restore what the test
+ * case's tests changed and let the lock go. No-ops when the suite holds
+ * the lock already (T_NEED_ROOT, or inherited). */
+void t_system_lock_begin(void);
+void t_system_lock_end(void);
 
 struct t_smaps {
 	size_t size, rss, anon_huge, shmem_pmd, file_pmd, hugetlb, lazyfree;

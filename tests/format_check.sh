@@ -10,9 +10,9 @@ set -uo pipefail
 cd "$1" || exit 1
 CF=${CLANG_FORMAT:-clang-format}
 command -v "$CF" >/dev/null || { echo "format: $CF missing (scripts/deps.sh)" >&2; exit 1; }
-ENFORCED="src/errors.c src/parse.c src/parse.h src/sized.c src/names.c tools/*.c tools/*.h tests/hpr_hold.c
+ENFORCED="src/attach.c src/errors.c src/parse.c src/parse.h src/sized.c src/names.c tools/*.c tools/*.h tests/hpr_hold.c
 	tests/abi/*.c
-	tests/test_parse_regress.c tests/fuzz/*.c"
+	tests/test_attach.c tests/test_parse_regress.c tests/fuzz/*.c"
 fails=0
 for f in $ENFORCED; do
 	[ -f "$f" ] || continue

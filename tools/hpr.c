@@ -21,6 +21,7 @@ static const char usage[] =
 	"        [--unsafe-path]\n"
 	"                                  mount a huge tmpfs or hugetlbfs (root)\n"
 	"  stat PID [--json]              hpregion regions of a running process\n"
+	"  stat --kept DIR [--json]       kept regions (HPR_F_ATTACH) in a directory\n"
 	"  version                        library version\n"
 	"See hpr(1) and hpr-COMMAND(1).\n";
 

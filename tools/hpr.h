@@ -25,6 +25,14 @@ int cmd_probe(int argc, char **argv);
 int cmd_pool(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
+/* hpr stat --kept DIR (kept.c) */
+int stat_kept(const char *dir, bool json);
+/* Is the file process pid maps at path (want: its st_dev and st_ino) a
+ * kept region (HPR_F_ATTACH)? Its region name into name. Only a regular
+ * file on tmpfs or hugetlbfs that is still that inode is opened, through
+ * /proc/PID/root. */
+struct stat;
+bool kept_vma(unsigned long pid, const struct stat *want, const char *path, char *name, size_t len);
 
 /* Print "hpr SUB: msg" and the subcommand's usage to stderr; returns 2. */
 int usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

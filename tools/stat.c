@@ -3,7 +3,8 @@
  * hpr stat PID: the hpregion regions of a running process, found by the
  * names the library gives them, with what the kernel says about each:
  *   memfd "memfd:hpr:NAME"           shmem or hugetlb memfd regions
- *   file  ".../hpr-NAME-PID-N"       regions on a tmpfs/hugetlbfs mount
+ *   file  ".../hpr-NAME-PID-N"       regions on a tmpfs/hugetlbfs mount, and
+ *         kept regions (HPR_F_ATTACH), by the stamp in their file (kept.c)
  *   anon  "[anon:hpr:NAME]"          THP regions (PR_SET_VMA_ANON_NAME,
  *                                    Linux 5.17 with CONFIG_ANON_VMA_NAME)
  * Size, resident and huge-mapped bytes come from /proc/PID/smaps, NUMA
@@ -20,10 +21,14 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 static const char usage[] = "usage: hpr stat PID [--json]\n"
-			    "  PID     a process using libhpregion\n"
-			    "  --json  machine-readable output\n";
+			    "       hpr stat --kept DIR [--json]\n"
+			    "  PID         a process using libhpregion\n"
+			    "  --kept DIR  the kept regions (HPR_F_ATTACH) in DIR\n"
+			    "  --json      machine-readable output\n";
 
 #define MAX_REGIONS 256
 
@@ -106,9 +111,10 @@ static bool file_name(const char *path, char *name, size_t len)
 	return true;
 }
 
-/* Classify a VMA; fills kind and name. false: not an hpregion VMA. */
-static bool classify(const struct vma *v, enum kind *k, char *name, size_t len, char *path,
-		     size_t plen)
+/* Classify a VMA of process pid; fills kind and name. false: not an
+ * hpregion VMA. */
+static bool classify(unsigned long pid, const struct vma *v, enum kind *k, char *name, size_t len,
+		     char *path, size_t plen)
 {
 	char tmp[512];
 
@@ -131,10 +137,23 @@ static bool classify(const struct vma *v, enum kind *k, char *name, size_t len, 
 		scopy(path, plen, tmp);
 		return true;
 	}
+	/* a kept region (HPR_F_ATTACH) has the name its application chose:
+	 * tmpfs and hugetlbfs have anonymous devices (major 0); its stamp
+	 * says */
+	if (tmp[0] == '/' && v->inode && v->maj == 0) {
+		struct stat want = { .st_dev = makedev(v->maj, v->min), .st_ino = v->inode };
+
+		if (kept_vma(pid, &want, tmp, name, len)) {
+			*k = K_FILE;
+			scopy(path, plen, tmp);
+			return true;
+		}
+	}
 	return false;
 }
 
 struct scan {
+	unsigned long pid;
 	struct region *regs;
 	unsigned nregs;
 	bool truncated;
@@ -228,7 +247,8 @@ static int scan_smaps(struct scan *s, char *buf, size_t len)
 				unnamed_anon = !v.inode && v.name[0] == '\0';
 				hpr__smaps_init(&p, v.start, v.end);
 				hpr__smaps_line(&p, buf + i, e - i);
-				if (classify(&v, &k, name, sizeof(name), path, sizeof(path)))
+				if (classify(s->pid, &v, &k, name, sizeof(name), path,
+					     sizeof(path)))
 					cur = region_for(s, &v, k, name, path);
 			}
 		} else if (have) {
@@ -338,6 +358,7 @@ int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "kept", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -346,21 +367,29 @@ int cmd_stat(int argc, char **argv)
 	struct hpr_probe_info pi;
 	unsigned long pid;
 	bool json = false;
+	const char *kept = NULL;
 	char path[64], comm[64] = "?", ecomm[4 * 64], *buf, *mi, *numa;
 	size_t len = 0, milen = 0;
 	int c;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jk:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
+			break;
+		case 'k':
+			kept = optarg;
 			break;
 		default: /* -h, or an unknown option */
 			return end_option(c, usage, argv);
 		}
 	}
+	if (kept && optind < argc)
+		return usage_error(usage, "unexpected argument '%s'", argv[optind]);
+	if (kept)
+		return stat_kept(kept, json);
 	if (optind >= argc)
 		return usage_error(usage, "no PID given");
 	if (parse_count(argv[optind], &pid) || !pid || pid > 0x7fffffff)
@@ -368,6 +397,7 @@ int cmd_stat(int argc, char **argv)
 	if (++optind < argc)
 		return usage_error(usage, "unexpected argument '%s'", argv[optind]);
 
+	s.pid = pid;
 	snprintf(path, sizeof(path), "/proc/%lu/smaps", pid);
 	buf = slurp(path, &len);
 	if (!buf) {

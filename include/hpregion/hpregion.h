@@ -84,6 +84,40 @@ enum hpr_numa_policy {
 #define HPR_F_KEEP_FILE (1u << 5)      /* keep the file under path after destroy */
 #define HPR_F_GUARD (1u << 6)	       /* debug: released pages PROT_NONE until faulted */
 #define HPR_F_PSI_RECLAIM (1u << 7)    /* reclaim lazily released pages under PSI pressure */
+#define HPR_F_ATTACH (1u << 8)	       /* attach to the kept region path/name, else create it */
+#define HPR_F_ATTACH_ONLY (1u << 9)    /* attach to the kept region path/name, or -ENOENT */
+
+/*
+ * Kept regions (docs/attach.md, hpr_attached(3)). HPR_F_ATTACH and
+ * HPR_F_ATTACH_ONLY (one of them) name a file: cfg->name in the directory
+ * cfg->path, on a tmpfs mounted huge= (SHMEM) or on hugetlbfs (HUGETLB;
+ * AUTO takes the backend from the mount). If that file is a region
+ * hpregion kept -- stamped at create, with the same size, page size and
+ * backend, owned by the caller's effective uid, on a mount that still
+ * gives huge pages -- hpr_create() maps it as it is: nothing is zeroed or
+ * copied, its huge pages stay huge, and hpr_attached() is true. If it does
+ * not exist, HPR_F_ATTACH creates it (a new region, stamped and kept) and
+ * HPR_F_ATTACH_ONLY fails with -ENOENT. Either way the file is kept after
+ * hpr_destroy(), as with HPR_F_KEEP_FILE.
+ *  - HPR_F_SHARED: the mapping is MAP_SHARED, writes go to the file, and the
+ *    region holds an exclusive flock(2) on it; another holder is -EBUSY.
+ *  - without HPR_F_SHARED, an attach is a private copy-on-write view: the
+ *    file is opened read-only, writes make private copies (4 KiB pages on
+ *    shmem, whole huge pages on hugetlb) and the kept bytes never change;
+ *    it holds a shared flock, so private views coexist with each other but
+ *    not with a shared holder. A region HPR_F_ATTACH creates writes its new
+ *    file (MAP_SHARED) whatever HPR_F_SHARED says, and holds it exclusively.
+ * Refusals (nothing is mapped and the file is unchanged): -ELOOP (the name
+ * is a symlink), -EBADMSG (not a regular file, no stamp or a damaged one:
+ * not a region hpregion kept), -EPERM (owned by another uid), -ERANGE (its
+ * size, page size or backend differ from cfg, or it was truncated),
+ * -EMEDIUMTYPE (the mount no longer gives huge pages, or the file is on
+ * another kind of file system than its stamp says), -EBUSY (held by
+ * another process), -ENOMEM (private hugetlb: the pool cannot reserve the
+ * copy-on-write pages), -EINVAL (no path or name, THP, HPR_F_FALLBACK, or
+ * HPR_F_LOCK without HPR_F_SHARED). Crash consistency is the
+ * application's: the library keeps the bytes last written, no more.
+ */
 
 /*
  * Versioned structs. Every public struct that may grow travels with the
@@ -163,6 +197,10 @@ static inline void hpr_config_init(struct hpr_config *cfg)
  * component swapped for a symlink meanwhile cannot move it off that mount.
  */
 HPR_API int hpr_create(const struct hpr_config *cfg, hpr_region **out);
+
+/* true when hpr_create() attached r to a kept file (HPR_F_ATTACH,
+ * HPR_F_ATTACH_ONLY), false when it created r (NULL: false). */
+HPR_API bool hpr_attached(const hpr_region *r);
 
 /* Unmap and free the region; stops background work first. NULL is a no-op
  * returning 0. Must not race with other calls on the same region. */
