@@ -85,19 +85,29 @@ static void *syncer_main(void *arg)
 		sticky = l->err;
 		pthread_mutex_unlock(&l->mu);
 
+		if (l->hook)
+			l->hook(l->hook_arg);
 		rc = sticky ? sticky : kv_write_all(fd, b, n);
 		if (!rc && fdatasync(fd))
 			rc = -errno;
+		/* A failed batch is never acknowledged: cut what of it reached
+		 * the file, so a reopen does not replay writes whose put failed. */
+		if (rc && !sticky && ftruncate(fd, l->synced_off))
+			kv_fail(-errno, "cannot cut a failed batch off the commit log: %s",
+				strerror(errno));
 
 		pthread_mutex_lock(&l->mu);
 		l->syncing = false;
+		if (!rc)
+			l->synced_off += (off_t)n;
 		if (rc && !l->err)
 			l->err = kv_fail(rc, "commit log write failed: %s%s", strerror(-rc),
 					 rc == -ENOSPC ? " (the tmpfs is full: raise its "
 							 "size= with mount -o remount,size=...)"
 						       : "");
 		if (!l->err) {
-			l->durable = target;
+			/* release: a reader that sees it sees the records' nodes */
+			atomic_store_explicit(&l->durable, target, memory_order_release);
 			l->batches++;
 			l->synced_bytes += n;
 		}
@@ -122,17 +132,24 @@ static int open_segment(struct kv_log *l)
 		return kv_fail(rc, "fsync of %s: %s", l->dir, strerror(-rc));
 	}
 	l->fd = fd;
+	l->synced_off = lseek(fd, 0, SEEK_END);
+	if (l->synced_off < 0)
+		l->synced_off = 0;
 	return 0;
 }
 
-int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq)
+int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq,
+		void (*hook)(void *arg), void *hook_arg)
 {
 	int rc;
 
 	memset(l, 0, sizeof(*l));
+	l->hook = hook;
+	l->hook_arg = hook_arg;
 	snprintf(l->dir, sizeof(l->dir), "%s", dir);
 	l->gen = gen;
-	l->appended = l->durable = last_seq;
+	l->appended = last_seq;
+	atomic_store(&l->durable, last_seq);
 	l->cap = l->spare_cap = 1 << 20;
 	l->buf = malloc(l->cap);
 	l->spare = malloc(l->spare_cap);

@@ -268,7 +268,7 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 		kv__note(db, "commit log replay: %" PRIu64 " records in %.1f ms%s", rctx.records,
 		     (double)(kv_now_ns() - t0) / 1e6,
 		     torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
-	rc = kv_log_open(&db->log, db->dir, max_gen + 1, max_seq);
+	rc = kv_log_open(&db->log, db->dir, max_gen + 1, max_seq, o->log_hook, o->log_hook_arg);
 	if (rc)
 		goto fail;
 	db->log_open = true;
@@ -408,8 +408,9 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 	pthread_mutex_t *s = stripe(db, key);
 	const struct kv_mt_node *n = NULL;
 	const void *val = NULL;
-	uint64_t seq = 0;
+	uint64_t seq = 0, durable;
 	uint32_t vlen = 0;
+	bool newer = false;
 	int rc = -ENOENT;
 
 	atomic_fetch_add_explicit(&db->gets, 1, memory_order_relaxed);
@@ -420,10 +421,15 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 			*seqp = seq;
 		return 0;
 	}
+	/* No read sees a write before it is durable: versions newer than
+	 * the log's durable point are skipped. What is found under such a
+	 * version is not cached: the put invalidated the cache when it applied
+	 * the newer version, and the older one must not come back into it. */
+	durable = kv_log_durable(&db->log);
 	pthread_rwlock_rdlock(&db->lsm);
-	n = kv_mt_get(db->active, key);
+	n = kv_mt_get(db->active, key, durable, &newer);
 	if (!n && db->imm)
-		n = kv_mt_get(db->imm, key);
+		n = kv_mt_get(db->imm, key, durable, &newer);
 	if (n) {
 		val = kv_mt_value(n);
 		vlen = n->vlen;
@@ -456,7 +462,7 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 		}
 	}
 	pthread_rwlock_unlock(&db->lsm);
-	if (!rc)
+	if (!rc && !newer)
 		kv_rc_put(&db->cache, key, seq, buf, vlen);
 	pthread_mutex_unlock(s);
 	return rc;

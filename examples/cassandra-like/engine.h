@@ -18,7 +18,12 @@
  *
  * Durability: a put is acknowledged only once its commit-log record is
  * fdatasync'ed. On open the log is replayed into the memtable, so a kill -9
- * loses no acknowledged write. Tables become visible only by rename after
+ * loses no acknowledged write. No read sees a write before it is durable:
+ * a put's version enters the memtable when its record is appended, but
+ * readers skip versions newer than the log's durable sequence number (the
+ * guarantee of Cassandra's batch commit-log mode), and a batch whose write
+ * fails is cut off the log, so neither a read nor a reopen shows a write
+ * whose put failed. Tables become visible only by rename after
  * fsync, so a full disk (tmpfs size=) never leaves a half-written table.
  *
  * Concurrency: any number of threads may call kv_put/kv_get. Row locks
@@ -38,6 +43,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- memory: an hpregion region or plain base-page memory (mem.c) ---- */
 
@@ -86,12 +92,16 @@ struct kv_log {
 	pthread_cond_t work, done;
 	char *buf, *spare; /* appenders fill buf; the syncer writes spare */
 	size_t len, cap, spare_cap;
-	uint64_t appended; /* last sequence number handed out */
-	uint64_t durable;  /* last sequence number fdatasync'ed */
+	uint64_t appended;	  /* last sequence number handed out */
+	_Atomic uint64_t durable; /* last sequence number fdatasync'ed */
+	off_t synced_off;	  /* the segment's length after the last good batch */
 	bool syncing, stop;
 	int err; /* sticky: after a failed write nothing more is acknowledged */
 	pthread_t syncer;
 	uint64_t batches, synced_bytes;
+	/* tests only: the syncer calls hook(hook_arg) before it writes a batch */
+	void (*hook)(void *arg);
+	void *hook_arg;
 };
 
 typedef int (*kv_replay_fn)(uint64_t key, uint64_t seq, const void *val, uint32_t len,
@@ -100,11 +110,17 @@ typedef int (*kv_replay_fn)(uint64_t key, uint64_t seq, const void *val, uint32_
  * seq > min_seq. *max_gen / *max_seq: highest segment and sequence seen. */
 int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg,
 		  uint64_t *max_gen, uint64_t *max_seq, uint64_t *torn_bytes);
-int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq);
+int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq,
+		void (*hook)(void *arg), void *hook_arg);
 void kv_log_close(struct kv_log *l);
 /* Append a record; assigns and returns its sequence number in *seq. */
 int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
 		  uint64_t *seq);
+/* The last durable sequence number: readers skip anything newer (db.c). */
+static inline uint64_t kv_log_durable(struct kv_log *l)
+{
+	return atomic_load_explicit(&l->durable, memory_order_acquire);
+}
 /* Wait until seq is durable: 0, or the log's sticky write error. */
 int kv_log_wait(struct kv_log *l, uint64_t seq);
 /* Start a new segment once everything so far is durable; *old_gen = the
@@ -144,8 +160,10 @@ bool kv_mt_has_room(const struct kv_memtable *mt, uint32_t vlen);
 /* caller holds mt->mu and checked kv_mt_has_room() */
 void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void *val,
 		  uint32_t vlen);
-/* newest version of key, or NULL; lock-free */
-const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key);
+/* Newest version of key with seq <= upto, or NULL; lock-free. *newer is
+ * set when a version newer than upto was skipped (a write not yet durable). */
+const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key, uint64_t upto,
+				   bool *newer);
 static inline const void *kv_mt_value(const struct kv_mt_node *n)
 {
 	return (const char *)n + sizeof(*n) + n->height * sizeof(n->next[0]);
@@ -259,6 +277,10 @@ struct kv_opts {
 	unsigned compact_min;	    /* tables merged at once (size-tiered); 0: 4 */
 	bool allow_disk;	    /* data dir not on tmpfs: warn instead of fail */
 	bool quiet;
+	/* tests only: called by the commit-log syncer before it writes each
+	 * batch, with no lock held (tests/cass_*.c stall the syncer here) */
+	void (*log_hook)(void *arg);
+	void *log_hook_arg;
 };
 
 struct kv_stats {
