@@ -8,7 +8,8 @@
  *           syncer goes on and the put returns 0, the new one;
  *   full:   the tmpfs is full, so the stalled batch fails with ENOSPC: no
  *           read before or after the failure returns the refused value,
- *           the error names the fix (raise size=), and a reopen has only
+ *           the error names the fix (raise size=, #22 item 6: the
+ *           syncer's message reaches the client), and a reopen has only
  *           the old value (root only: needs a tmpfs of its own);
  *   kill:   a child is killed with -9 in the window; what it read there is
  *           what a reopen finds: no read saw a write that was then lost.
@@ -93,6 +94,7 @@ static void case_full(void)
 	stall_release();
 	pthread_join(p.t, NULL);
 	CHECK(p.rc == -ENOSPC, "full: the put of B fails with ENOSPC (%d: %s)", p.rc, p.msg);
+	CHECK(strstr(p.msg, "raise its size="), "full: the put's error names the fix: %s", p.msg);
 	seen = cass_watch(db, KEY, 'A', 50);
 	CHECK(seen == 'A', "full: a read after the failure returns A (got %c)", seen);
 	kv_close(db);

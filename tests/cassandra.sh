@@ -152,6 +152,11 @@ if [ $rc = 3 ] && grep -q "No space left on device (the tmpfs is full: raise its
 else
 	bad "full tmpfs: rc $rc: $(tail -5 <<<"$out")"
 fi
+# the client's own error carries the hint, not only the background thread's
+grep -q "UPDATE of key [0-9]* failed: .*No space left on device (the tmpfs is full: raise its size=" \
+	<<<"$out" && ok "full tmpfs: the client's error names the fix" ||
+	bad "full tmpfs: the client's error: $(grep -m1 'failed:' <<<"$out" | cut -c1-200)"
+
 ls "$T/m4"/*.tmp >/dev/null 2>&1 && bad "a half-written table was left: $(ls "$T/m4")" ||
 	ok "no half-written table left behind"
 mount -o remount,size=256m "$T/m4"
@@ -162,8 +167,30 @@ else
 	bad "after the full tmpfs:"; cat "$T/full.check"
 fi
 
-out=$("$BIN" --data "$T/m1" --records 0 2>&1) && rc=0 || rc=$?
+out=$("$BIN" --data "$T/m1" --bogus 2>&1) && rc=0 || rc=$?
 [ $rc = 2 ] && grep -q usage <<<"$out" && ok "bad option: usage" || bad "bad option: rc $rc"
+# a bad number: a message that names the option and exit 2 (they used to
+# exit 3 with no message, or be taken as 0)
+for a in "--threads -1" "--threads 100000" "--records 0" "--repeat x" "--seconds -3"; do
+	# shellcheck disable=SC2086 # $a is an option and its value
+	out=$("$BIN" --data "$T/m1" $a 2>&1) && rc=0 || rc=$?
+	[ $rc = 2 ] && grep -q "^cassandra-like: $a: want" <<<"$out" && ok "$a: $out" ||
+		bad "$a: rc $rc: $out"
+done
+# more runs than the driver keeps: refused up front, never silently dropped
+# (--repeat 12 used to run 63 of 74); exactly as many as it keeps: all run
+out=$("$BIN" --data "$T/m1" --base-data "$T/m2" --workloads a,b,u --repeat 12 2>&1) && rc=0 ||
+	rc=$?
+[ $rc = 2 ] && grep -q "make 74 runs, at most 64" <<<"$out" && ok "--repeat 12: $out" ||
+	bad "--repeat 12: rc $rc: $out"
+mkdir -p "$T/m1/runs"
+if "$BIN" --data "$T/m1/runs" --pages base --workloads a --repeat 63 --ops 10 --records 100 \
+	--threads 1 --status 0 --cache-mb 4 --memtable-mb 1 --json "$T/runs.json" >"$T/runs.log" 2>&1 &&
+	[ "$(grep -o '"pages":' "$T/runs.json" | wc -l)" = 64 ]; then
+	ok "the load + --repeat 63: all 64 runs ran and are reported"
+else
+	bad "64 runs: $(grep -o '"pages":' "$T/runs.json" | wc -l) reported"; tail -3 "$T/runs.log"
+fi
 
 # ---- 4. standalone build with pkg-config only ----
 # Staged install (DESTDIR) + PKG_CONFIG_SYSROOT_DIR: what a packager does;

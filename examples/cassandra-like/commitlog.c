@@ -55,6 +55,13 @@ static void seg_path(char *p, size_t n, const char *dir, uint64_t gen)
 	snprintf(p, n, "%s/commitlog-%016" PRIu64 ".log", dir, gen);
 }
 
+/* The sticky error, with the syncer's message, on the caller's thread.
+ * Caller holds l->mu. */
+static int log_err(struct kv_log *l)
+{
+	return l->errmsg[0] ? kv_fail(l->err, "%s", l->errmsg) : l->err;
+}
+
 static void *syncer_main(void *arg)
 {
 	struct kv_log *l = arg;
@@ -100,11 +107,15 @@ static void *syncer_main(void *arg)
 		l->syncing = false;
 		if (!rc)
 			l->synced_off += (off_t)n;
-		if (rc && !l->err)
+		if (rc && !l->err) {
 			l->err = kv_fail(rc, "commit log write failed: %s%s", strerror(-rc),
 					 rc == -ENOSPC ? " (the tmpfs is full: raise its "
 							 "size= with mount -o remount,size=...)"
 						       : "");
+			/* kv_fail's message is this thread's: keep it for the
+			 * clients, whose puts fail with it (log_err) */
+			snprintf(l->errmsg, sizeof(l->errmsg), "%s", kv_errmsg(rc));
+		}
 		if (!l->err) {
 			/* release: a reader that sees it sees the records' nodes */
 			atomic_store_explicit(&l->durable, target, memory_order_release);
@@ -194,7 +205,7 @@ int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
 
 	pthread_mutex_lock(&l->mu);
 	if (l->err) {
-		rc = l->err;
+		rc = log_err(l);
 		goto out;
 	}
 	if (l->len + need > l->cap) {
@@ -233,7 +244,7 @@ int kv_log_wait(struct kv_log *l, uint64_t seq)
 			pthread_cond_signal(&l->work);
 		pthread_cond_wait(&l->done, &l->mu);
 	}
-	rc = l->durable >= seq ? 0 : l->err;
+	rc = l->durable >= seq ? 0 : log_err(l);
 	pthread_mutex_unlock(&l->mu);
 	return rc;
 }
@@ -248,7 +259,7 @@ int kv_log_rotate(struct kv_log *l, uint64_t *old_gen)
 		pthread_cond_wait(&l->done, &l->mu);
 	}
 	if (l->err) {
-		rc = l->err;
+		rc = log_err(l);
 		goto out;
 	}
 	old_fd = l->fd;

@@ -182,29 +182,34 @@ void kv_close(struct kv_db *db)
 	free(db);
 }
 
-int kv_open(const struct kv_opts *o, struct kv_db **out)
+/* kv_open, step 1: the data dir (checked, resolved) and its lock */
+static int open_dir(struct kv_db *db)
 {
-	struct replay_ctx rctx;
-	struct kv_db *db;
-	uint64_t max_gen, max_seq = 0, torn, t0;
 	char p[PATH_MAX + 16];
 	int rc;
 
-	*out = NULL;
-	db = calloc(1, sizeof(*db));
-	if (!db)
-		return kv_fail(-ENOMEM, "out of memory");
-	db->o = *o;
-	db->lockfd = -1;
-	rc = kv_check_dir(o->data_dir, o->allow_disk, db->mount, sizeof(db->mount));
+	rc = kv_check_dir(db->o.data_dir, db->o.allow_disk, db->mount, sizeof(db->mount));
 	if (rc)
-		goto fail;
-	if (!realpath(o->data_dir, db->dir))
-		snprintf(db->dir, sizeof(db->dir), "%s", o->data_dir);
+		return rc;
+	if (!realpath(db->o.data_dir, db->dir))
+		snprintf(db->dir, sizeof(db->dir), "%s", db->o.data_dir);
 	if (strstr(db->mount, "not tmpfs"))
 		kv__note(db, "warning: data directory is on %s: tables and log go to disk",
-		     db->mount);
+			 db->mount);
+	snprintf(p, sizeof(p), "%s/LOCK", db->dir);
+	db->lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (db->lockfd < 0 || flock(db->lockfd, LOCK_EX | LOCK_NB))
+		return kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
+			       errno == EWOULDBLOCK ? " (another process has this data "
+						      "directory open)"
+						    : "");
+	return 0;
+}
+
+static void init_locks(struct kv_db *db)
+{
 	pthread_rwlockattr_t ra;
+
 	pthread_rwlockattr_init(&ra);
 	/* glibc's default lets a stream of readers starve the flusher */
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -213,86 +218,110 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 	pthread_cond_init(&db->bg_cv, NULL);
 	for (int i = 0; i < NSTRIPES; i++)
 		pthread_mutex_init(&db->stripes[i], NULL);
+}
 
-	snprintf(p, sizeof(p), "%s/LOCK", db->dir);
-	db->lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (db->lockfd < 0 || flock(db->lockfd, LOCK_EX | LOCK_NB)) {
-		rc = kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
-			     errno == EWOULDBLOCK ? " (another process has this data "
-						    "directory open)"
-						  : "");
-		goto fail;
-	}
+/* kv_open, step 2: the row cache (prefaulting in the background from now
+ * on) and the memtable region, its first half faulted in */
+static int open_memory(struct kv_db *db)
+{
+	const struct kv_opts *o = &db->o;
+	const char *rdir = o->region_dir ? o->region_dir : db->dir;
+	int rc;
 
 	/* row cache first, and start prefaulting it: it warms up while the
 	 * tables are opened, the log is replayed and requests arrive */
 	rc = kv_rc_init(&db->cache, o->cache_bytes, o->row_hint ? o->row_hint : 2048, NSTRIPES,
-			o->cache_backing, o->region_dir ? o->region_dir : db->dir);
+			o->cache_backing, rdir);
 	if (rc)
-		goto fail;
+		return rc;
 	db->cache_on = true;
 	rc = kv_mem_prefault_start(&db->cache.mem);
-	if (rc) {
-		rc = kv_fail(rc, "cannot start the cache prefault: %s", hpr_strerror(rc));
-		goto fail;
-	}
+	if (rc)
+		return kv_fail(rc, "cannot start the cache prefault: %s", hpr_strerror(rc));
 
 	/* each half whole huge pages: releasing one half never touches a
 	 * huge page the other half still uses */
 	db->o.memtable_bytes = (o->memtable_bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
 	rc = kv_mem_create(&db->mtmem, "memtable", 2 * db->o.memtable_bytes, o->memtable_backing,
-			   o->region_dir ? o->region_dir : db->dir);
+			   rdir);
 	if (rc)
-		goto fail;
+		return rc;
 	kv_mt_init(&db->mt[0], &db->mtmem, 0, db->mtmem.size / 2);
 	kv_mt_init(&db->mt[1], &db->mtmem, db->mtmem.size / 2, db->mtmem.size / 2);
 	db->active = &db->mt[0];
-	rc = kv_mt_reset(db->active);
-	if (rc)
-		goto fail;
+	return kv_mt_reset(db->active);
+}
+
+/* kv_open, step 3: the tables, the commit log replayed over them into the
+ * memtable, and a new log segment */
+static int open_tables_and_log(struct kv_db *db)
+{
+	struct replay_ctx rctx = { .db = db };
+	uint64_t max_gen, max_seq = 0, torn, t0;
+	int rc;
 
 	rc = kv__load_tables(db);
 	if (rc)
-		goto fail;
+		return rc;
 	for (size_t i = 0; i < db->ntables; i++)
 		if (db->tables[i]->f.max_seq > max_seq)
 			max_seq = db->tables[i]->f.max_seq;
 
-	rctx.db = db;
-	rctx.records = 0;
 	t0 = kv_now_ns();
 	rc = kv_log_replay(db->dir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
 	if (rc)
-		goto fail;
+		return rc;
 	if (rctx.records || torn)
 		kv__note(db, "commit log replay: %" PRIu64 " records in %.1f ms%s", rctx.records,
-		     (double)(kv_now_ns() - t0) / 1e6,
-		     torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
-	rc = kv_log_open(&db->log, db->dir, max_gen + 1, max_seq, o->log_hook, o->log_hook_arg);
+			 (double)(kv_now_ns() - t0) / 1e6,
+			 torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
+	rc = kv_log_open(&db->log, db->dir, max_gen + 1, max_seq, db->o.log_hook,
+			 db->o.log_hook_arg);
 	if (rc)
-		goto fail;
+		return rc;
 	db->log_open = true;
+	return 0;
+}
 
+/* kv_open, step 4: the flusher and the compactor */
+static int start_threads(struct kv_db *db)
+{
 	db->compact_wanted = true;
-	if (pthread_create(&db->flusher, NULL, kv__flusher_main, db)) {
-		rc = kv_fail(-EAGAIN, "cannot start the flush thread");
-		goto fail;
-	}
+	if (pthread_create(&db->flusher, NULL, kv__flusher_main, db))
+		return kv_fail(-EAGAIN, "cannot start the flush thread");
 	if (pthread_create(&db->compactor, NULL, kv__compactor_main, db)) {
-		/* flusher is running: stop it through kv_close */
-		db->threads_on = true;
+		/* the flusher is running: stop it */
+		pthread_mutex_lock(&db->bg_mu);
 		db->stop = true;
 		pthread_cond_broadcast(&db->bg_cv);
+		pthread_mutex_unlock(&db->bg_mu);
 		pthread_join(db->flusher, NULL);
-		db->threads_on = false;
-		rc = kv_fail(-EAGAIN, "cannot start the compaction thread");
-		goto fail;
+		return kv_fail(-EAGAIN, "cannot start the compaction thread");
 	}
 	db->threads_on = true;
-	*out = db;
 	return 0;
-fail:
-	{
+}
+
+int kv_open(const struct kv_opts *o, struct kv_db **out)
+{
+	struct kv_db *db;
+	int rc;
+
+	*out = NULL;
+	db = calloc(1, sizeof(*db));
+	if (!db)
+		return kv_fail(-ENOMEM, "out of memory");
+	db->o = *o;
+	db->lockfd = -1;
+	init_locks(db);
+	rc = open_dir(db);
+	if (!rc)
+		rc = open_memory(db);
+	if (!rc)
+		rc = open_tables_and_log(db);
+	if (!rc)
+		rc = start_threads(db);
+	if (rc) {
 		/* kv_close() may overwrite the message: keep it */
 		char msg[512];
 
@@ -300,6 +329,8 @@ fail:
 		kv_close(db);
 		return kv_fail(rc, "%s", msg);
 	}
+	*out = db;
+	return 0;
 }
 
 /* ---- put / get ---- */
@@ -321,11 +352,13 @@ static int switch_memtable(struct kv_db *db)
 			pthread_cond_wait(&db->bg_cv, &db->bg_mu);
 		}
 		rc = db->bg_err ? db->bg_err : db->stop ? -ESHUTDOWN : 0;
+		if (rc) /* the flusher's message, not just strerror */
+			kv_fail(rc, "%s", db->bg_err ? db->bg_msg : kv_errmsg(rc));
 		pthread_mutex_unlock(&db->bg_mu);
 		if (t0)
 			atomic_fetch_add(&db->stall_ns, kv_now_ns() - t0);
 		if (rc)
-			return kv_fail(rc, "%s", kv_errmsg(rc));
+			return rc;
 
 		pthread_rwlock_wrlock(&db->lsm);
 		if (kv_mt_has_room(db->active, 1 << 16)) { /* someone switched */

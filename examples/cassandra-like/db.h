@@ -36,6 +36,7 @@ struct kv_db {
 	pthread_cond_t bg_cv;
 	bool stop, imm_busy, compact_wanted, compacting;
 	int bg_err;		/* a failed flush: no more memtable switches */
+	char bg_msg[512];	/* bg_err's message, for the writers it stops */
 	int compact_err;	/* a failed compaction: no more compactions */
 	_Atomic uint64_t puts, gets, flushes, compactions, stalls, stall_ns;
 };

@@ -97,6 +97,7 @@ struct kv_log {
 	off_t synced_off;	  /* the segment's length after the last good batch */
 	bool syncing, stop;
 	int err; /* sticky: after a failed write nothing more is acknowledged */
+	char errmsg[256]; /* err's message, for the client threads (kv_fail) */
 	pthread_t syncer;
 	uint64_t batches, synced_bytes;
 	/* tests only: the syncer calls hook(hook_arg) before it writes a batch */

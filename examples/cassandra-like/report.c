@@ -166,15 +166,15 @@ static int aggregate(const char *variant, char w, double *ops_s, struct hist h[N
  * run that a neighbour on the machine slowed down. */
 static int pair_ratios(char w, double *median, double *lo, double *hi)
 {
-	double hu[16], ba[16], r[16];
+	double hu[MAX_RUNS], ba[MAX_RUNS], r[MAX_RUNS];
 	int nh = 0, nb = 0, n;
 
 	for (int i = 0; i < nresults; i++) {
 		if (results[i].workload != w)
 			continue;
-		if (!strcmp(results[i].variant, "huge") && nh < 16)
+		if (!strcmp(results[i].variant, "huge") && nh < MAX_RUNS)
 			hu[nh++] = results[i].ops_s;
-		else if (!strcmp(results[i].variant, "base") && nb < 16)
+		else if (!strcmp(results[i].variant, "base") && nb < MAX_RUNS)
 			ba[nb++] = results[i].ops_s;
 	}
 	n = nh < nb ? nh : nb;

@@ -59,7 +59,11 @@ struct run_result {
 	uint64_t minflt; /* page faults the process took during the run */
 };
 
-extern struct run_result results[64];
+/* every run of a process: the load and each repeat of each workload, per
+ * variant (the driver refuses more) */
+#define MAX_RUNS 64
+#define MAX_THREADS 1024
+extern struct run_result results[MAX_RUNS];
 extern int nresults;
 extern _Atomic uint64_t verify_reads, verify_errors;
 
