@@ -15,6 +15,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -46,7 +47,7 @@ static struct {
 	bool armed, stalled, go;
 } stall = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false };
 
-static void stall_hook(void *arg)
+static inline void stall_hook(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&stall.mu);
@@ -62,7 +63,7 @@ static void stall_hook(void *arg)
 }
 
 /* the next batch the syncer takes waits in stall_hook until stall_release */
-static void stall_arm(void)
+static inline void stall_arm(void)
 {
 	pthread_mutex_lock(&stall.mu);
 	stall.armed = true;
@@ -71,7 +72,7 @@ static void stall_arm(void)
 }
 
 /* wait until the syncer holds a batch in the hook: false after 10 s */
-static bool stall_wait(void)
+static inline bool stall_wait(void)
 {
 	struct timespec ts;
 	bool ok;
@@ -86,7 +87,7 @@ static bool stall_wait(void)
 	return ok;
 }
 
-static void stall_release(void)
+static inline void stall_release(void)
 {
 	pthread_mutex_lock(&stall.mu);
 	stall.go = true;
@@ -98,7 +99,7 @@ static void stall_release(void)
 
 /* A tmpfs of `size` when root (in a private mount namespace, gone with the
  * process), else a directory under /tmp. Returns whether it is a tmpfs. */
-static bool cass_data_dir(char *dir, size_t n, const char *size)
+static inline bool cass_data_dir(char *dir, size_t n, const char *size)
 {
 	static bool ns;
 	char opts[64];
@@ -117,7 +118,7 @@ static bool cass_data_dir(char *dir, size_t n, const char *size)
 	return mount("none", dir, "tmpfs", 0, opts) == 0;
 }
 
-static void cass_rm_dir(const char *dir)
+static inline void cass_rm_dir(const char *dir)
 {
 	char cmd[PATH_MAX + 32];
 
@@ -127,7 +128,7 @@ static void cass_rm_dir(const char *dir)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
-static struct kv_db *cass_open(const char *dir)
+static inline struct kv_db *cass_open(const char *dir)
 {
 	struct kv_opts o = { 0 };
 	struct kv_db *db;
@@ -151,7 +152,7 @@ static struct kv_db *cass_open(const char *dir)
 }
 
 /* a value of len bytes, every byte `tag` */
-static void *cass_val(char tag, uint32_t len)
+static inline void *cass_val(char tag, uint32_t len)
 {
 	static __thread char buf[1 << 16];
 
@@ -160,7 +161,7 @@ static void *cass_val(char tag, uint32_t len)
 }
 
 /* the tag of key's value ('-' for none, '?' for a mixed value, '!' error) */
-static char cass_tag(struct kv_db *db, uint64_t key)
+static inline char cass_tag(struct kv_db *db, uint64_t key)
 {
 	static __thread char buf[1 << 16];
 	uint32_t len = 0;
@@ -188,7 +189,7 @@ struct cass_put {
 	_Atomic bool done;
 };
 
-static void *cass_put_main(void *arg)
+static inline void *cass_put_main(void *arg)
 {
 	struct cass_put *p = arg;
 
@@ -199,8 +200,8 @@ static void *cass_put_main(void *arg)
 	return NULL;
 }
 
-static void cass_put_start(struct cass_put *p, struct kv_db *db, uint64_t key, char tag,
-			   uint32_t len)
+static inline void cass_put_start(struct cass_put *p, struct kv_db *db, uint64_t key, char tag,
+				  uint32_t len)
 {
 	p->db = db;
 	p->key = key;
@@ -218,7 +219,7 @@ static void cass_put_start(struct cass_put *p, struct kv_db *db, uint64_t key, c
 /* The tag a reader sees during ms milliseconds: the first that is not
  * `want`, else want. (The put in flight applies its write within
  * microseconds of its append; polling covers the gap either way.) */
-static char cass_watch(struct kv_db *db, uint64_t key, char want, int ms)
+static inline char cass_watch(struct kv_db *db, uint64_t key, char want, int ms)
 {
 	uint64_t end = kv_now_ns() + (uint64_t)ms * 1000000;
 

@@ -214,6 +214,7 @@ static void init_locks(struct kv_db *db)
 	/* glibc's default lets a stream of readers starve the flusher */
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&db->lsm, &ra);
+	pthread_mutex_init(&db->switch_mu, NULL);
 	pthread_mutex_init(&db->bg_mu, NULL);
 	pthread_cond_init(&db->bg_cv, NULL);
 	for (int i = 0; i < NSTRIPES; i++)
@@ -335,56 +336,89 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 
 /* ---- put / get ---- */
 
-/* The active memtable is full: make it immutable and start a new one.
- * Stalls while the previous immutable memtable is still being flushed. */
-static int switch_memtable(struct kv_db *db)
+/* Wait for the previous immutable memtable's flush (a write stall).
+ * Caller holds switch_mu. */
+static int wait_flush(struct kv_db *db)
 {
 	uint64_t t0 = 0;
 	int rc;
 
-	for (;;) {
-		pthread_mutex_lock(&db->bg_mu);
-		while (db->imm_busy && !db->bg_err && !db->stop) {
-			if (!t0) {
-				t0 = kv_now_ns();
-				atomic_fetch_add(&db->stalls, 1);
-			}
-			pthread_cond_wait(&db->bg_cv, &db->bg_mu);
+	pthread_mutex_lock(&db->bg_mu);
+	while (db->imm_busy && !db->bg_err && !db->stop) {
+		if (!t0) {
+			t0 = kv_now_ns();
+			atomic_fetch_add(&db->stalls, 1);
 		}
-		rc = db->bg_err ? db->bg_err : db->stop ? -ESHUTDOWN : 0;
-		if (rc) /* the flusher's message, not just strerror */
-			kv_fail(rc, "%s", db->bg_err ? db->bg_msg : kv_errmsg(rc));
-		pthread_mutex_unlock(&db->bg_mu);
-		if (t0)
-			atomic_fetch_add(&db->stall_ns, kv_now_ns() - t0);
-		if (rc)
-			return rc;
-
-		pthread_rwlock_wrlock(&db->lsm);
-		if (kv_mt_has_room(db->active, 1 << 16)) { /* someone switched */
-			pthread_rwlock_unlock(&db->lsm);
-			return 0;
-		}
-		if (db->imm) { /* switched again, flush still running */
-			pthread_rwlock_unlock(&db->lsm);
-			continue;
-		}
-		struct kv_memtable *next = db->active == &db->mt[0] ? &db->mt[1] : &db->mt[0];
-
-		rc = kv_mt_reset(next); /* hpr_fault_in of the arena */
-		if (!rc)
-			rc = kv_log_rotate(&db->log, &db->active->last_log_gen);
-		if (!rc) {
-			db->imm = db->active;
-			db->active = next;
-			pthread_mutex_lock(&db->bg_mu);
-			db->imm_busy = true;
-			pthread_cond_broadcast(&db->bg_cv);
-			pthread_mutex_unlock(&db->bg_mu);
-		}
-		pthread_rwlock_unlock(&db->lsm);
-		return rc;
+		pthread_cond_wait(&db->bg_cv, &db->bg_mu);
 	}
+	rc = db->bg_err ? db->bg_err : db->stop ? -ESHUTDOWN : 0;
+	if (rc) /* the flusher's message, not just strerror */
+		kv_fail(rc, "%s", db->bg_err ? db->bg_msg : kv_errmsg(rc));
+	pthread_mutex_unlock(&db->bg_mu);
+	if (t0)
+		atomic_fetch_add(&db->stall_ns, kv_now_ns() - t0);
+	return rc;
+}
+
+static void set_sealed(struct kv_memtable *mt, bool sealed)
+{
+	pthread_mutex_lock(&mt->mu);
+	mt->sealed = sealed;
+	pthread_mutex_unlock(&mt->mu);
+}
+
+/*
+ * The active memtable is full: make it immutable and start a new one.
+ * Stalls while the previous immutable memtable is still being flushed.
+ *
+ * Only writers wait here. The slow steps -- faulting the next arena in
+ * (hpr_fault_in) and rotating the log, which waits for the batch in
+ * flight's fdatasync -- run under switch_mu alone; sealing the old
+ * memtable keeps appends out of the rotation instead of the lsm lock, which
+ * is taken for writing only to swap the two pointers.
+ */
+static int switch_memtable(struct kv_db *db)
+{
+	struct kv_memtable *old, *next;
+	bool switched;
+	int rc;
+
+	pthread_mutex_lock(&db->switch_mu);
+	old = db->active; /* only a switch changes it, and we hold switch_mu */
+	pthread_mutex_lock(&old->mu);
+	switched = kv_mt_has_room(old, 1 << 16); /* someone switched already */
+	pthread_mutex_unlock(&old->mu);
+	if (switched) {
+		pthread_mutex_unlock(&db->switch_mu);
+		return 0;
+	}
+	rc = wait_flush(db);
+	if (rc)
+		goto out;
+	/* the flush is done and imm is NULL: no reader can reach next */
+	next = old == &db->mt[0] ? &db->mt[1] : &db->mt[0];
+	rc = kv_mt_reset(next); /* hpr_fault_in of the arena */
+	if (rc)
+		goto out;
+	/* appenders that find old sealed come here and wait for switch_mu;
+	 * none is left in the log when rotate starts */
+	set_sealed(old, true);
+	rc = kv_log_rotate(&db->log, &old->last_log_gen);
+	if (rc) {
+		set_sealed(old, false);
+		goto out;
+	}
+	pthread_rwlock_wrlock(&db->lsm);
+	db->imm = old;
+	db->active = next;
+	pthread_rwlock_unlock(&db->lsm);
+	pthread_mutex_lock(&db->bg_mu);
+	db->imm_busy = true;
+	pthread_cond_broadcast(&db->bg_cv);
+	pthread_mutex_unlock(&db->bg_mu);
+out:
+	pthread_mutex_unlock(&db->switch_mu);
+	return rc;
 }
 
 int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64_t *seqp)
@@ -402,7 +436,7 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		pthread_rwlock_rdlock(&db->lsm);
 		mt = db->active;
 		pthread_mutex_lock(&mt->mu);
-		if (kv_mt_has_room(mt, len)) {
+		if (!mt->sealed && kv_mt_has_room(mt, len)) {
 			/* log and memtable in one critical section: seq order is
 			 * memtable order, and a switch (wrlock) sees neither half */
 			rc = kv_log_append(&db->log, key, val, len, &seq);
@@ -414,7 +448,11 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		}
 		pthread_mutex_unlock(&mt->mu);
 		pthread_rwlock_unlock(&db->lsm);
+		/* without the row lock: reads of this stripe's keys that miss
+		 * the cache must not wait for a switch (a flush, a fault-in) */
+		pthread_mutex_unlock(s);
 		rc = switch_memtable(db);
+		pthread_mutex_lock(s);
 		if (rc)
 			break;
 	}
@@ -447,13 +485,16 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 	int rc = -ENOENT;
 
 	atomic_fetch_add_explicit(&db->gets, 1, memory_order_relaxed);
-	pthread_mutex_lock(s);
+	/* the row cache first, with no lock (rowcache.c): a hot key's reads
+	 * never queue behind a writer of its stripe. A put invalidates the
+	 * cache before it returns, so a hit is never older than an
+	 * acknowledged write. */
 	if (kv_rc_get(&db->cache, key, buf, cap, len, &seq)) {
-		pthread_mutex_unlock(s);
 		if (seqp)
 			*seqp = seq;
 		return 0;
 	}
+	pthread_mutex_lock(s);
 	/* No read sees a write before it is durable: versions newer than
 	 * the log's durable point are skipped. What is found under such a
 	 * version is not cached: the put invalidated the cache when it applied

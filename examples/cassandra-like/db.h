@@ -4,7 +4,10 @@
  * flush, compaction). Not part of the engine's API: use engine.h.
  *
  * Lock order: row stripe -> lsm rwlock -> memtable mu -> log mu, and
- * lsm -> bg_mu. Nobody takes lsm while holding bg_mu.
+ * lsm -> bg_mu. Nobody takes lsm while holding bg_mu. switch_mu comes
+ * first of all: a writer lets go of its row lock and lsm before it
+ * switches memtables, and the switch takes bg_mu, memtable mu, log mu and
+ * (briefly, for writing) lsm one at a time under it.
  */
 #ifndef KV_DB_H
 #define KV_DB_H
@@ -24,6 +27,7 @@ struct kv_db {
 	struct kv_memtable mt[2];
 	struct kv_memtable *active, *imm; /* imm: being flushed, or NULL */
 	pthread_rwlock_t lsm;	/* guards active, imm, tables, ntables */
+	pthread_mutex_t switch_mu; /* one memtable switch at a time */
 	struct kv_sst **tables; /* newest first */
 	size_t ntables;
 	_Atomic uint64_t next_gen; /* file number of the next table */

@@ -30,7 +30,10 @@
  * (striped by key hash) order writes to one key and keep the row cache
  * coherent; one lsm rwlock guards the set of memtables and tables, and
  * readers hold it for the whole lookup, so a table or memtable is freed
- * only after the writer that removed it had the lock exclusively.
+ * only after the writer that removed it had the lock exclusively. Readers
+ * never wait on a flush or a stalled writer: a row cache hit takes no lock
+ * at all, and the lsm lock is taken for writing only to swap pointers --
+ * never across a memtable fault-in, a log fdatasync or a table write.
  */
 #ifndef KV_ENGINE_H
 #define KV_ENGINE_H
@@ -147,6 +150,7 @@ struct kv_memtable {
 	char *base;
 	struct kv_mt_node *head;
 	pthread_mutex_t mu; /* writers; readers take no lock */
+	bool sealed;	    /* being switched out: no more writes (under mu) */
 	_Atomic int height;
 	uint64_t rng;
 	_Atomic uint64_t entries;
@@ -258,11 +262,13 @@ struct kv_rowcache {
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
 	       enum kv_backing b, const char *dir);
 void kv_rc_destroy(struct kv_rowcache *rc);
-/* The caller holds the row lock of key: kv_db_stripe(key). */
+/* Lock-free (a seqlock-style copy): a hit is an intact row that was in
+ * the cache during the call. */
 bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap,
 	       uint32_t *len, uint64_t *seq);
 void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val,
 	       uint32_t len);
+/* kv_rc_put and kv_rc_invalidate: the caller holds the row lock of key */
 void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 
 /* ---- the database (db.c) ---- */

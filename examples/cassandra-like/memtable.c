@@ -60,6 +60,7 @@ int kv_mt_reset(struct kv_memtable *mt)
 	atomic_store(&mt->entries, 0);
 	mt->min_seq = mt->max_seq = 0;
 	mt->last_log_gen = 0;
+	mt->sealed = false;
 	return 0;
 }
 

@@ -21,8 +21,10 @@
  *
  * Locking: the index is striped exactly like the database's row locks
  * (bucket = hash & (nbuckets-1), stripe = hash & (nstripes-1), nstripes
- * divides nbuckets), so a caller holding key's row lock owns its bucket.
- * Frame space is handed out under alloc_mu. A reader copies a row, then
+ * divides nbuckets), so a writer (kv_rc_put, kv_rc_invalidate) holding
+ * key's row lock owns its bucket. Frame space is handed out under
+ * alloc_mu. Readers take no lock: a slot's location is published with a
+ * release store after its row is written; a reader copies the row, then
  * re-checks the frame's generation (seqlock style): if the frame was
  * evicted and refilled meanwhile, the copy is discarded as a miss.
  */
