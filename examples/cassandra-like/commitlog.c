@@ -404,3 +404,14 @@ void kv_log_drop(const char *dir, uint64_t upto)
 	free(gens);
 	kv_fsync_dir(dir);
 }
+
+size_t kv_log_segments(const char *dir)
+{
+	uint64_t *gens;
+	size_t n;
+
+	if (list_segments(dir, &gens, &n))
+		return 0;
+	free(gens);
+	return n;
+}

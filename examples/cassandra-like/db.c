@@ -179,13 +179,90 @@ void kv_close(struct kv_db *db)
 	kv_mem_destroy(&db->mtmem);
 	if (db->lockfd >= 0)
 		close(db->lockfd);
+	if (db->loglockfd >= 0)
+		close(db->loglockfd);
 	free(db);
+}
+
+static int lock_dir(const char *dir, int *fd)
+{
+	char p[PATH_MAX + 16];
+
+	snprintf(p, sizeof(p), "%s/LOCK", dir);
+	*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (*fd < 0 || flock(*fd, LOCK_EX | LOCK_NB))
+		return kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
+			       errno == EWOULDBLOCK ? " (another process has this "
+						      "directory open)"
+						    : "");
+	return 0;
+}
+
+/*
+ * kv_open, step 1b: where the commit log lives. A data dir whose log went
+ * elsewhere says where in DIR/LOGDIR, so that a reopen with another log
+ * dir (or none) is refused instead of silently missing the log's writes.
+ */
+static int open_log_dir(struct kv_db *db)
+{
+	char marker[PATH_MAX + 16], prev[PATH_MAX] = "", desc[128];
+	struct stat st;
+	FILE *f;
+	int rc;
+
+	snprintf(db->logdir, sizeof(db->logdir), "%s", db->dir);
+	if (db->o.log_dir) {
+		if (stat(db->o.log_dir, &st))
+			return kv_fail(-errno, "commit log directory %s: %s: create it, on a "
+					       "disk for writes that survive a host crash",
+				       db->o.log_dir, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return kv_fail(-ENOTDIR, "commit log directory %s is not a directory",
+				       db->o.log_dir);
+		if (!realpath(db->o.log_dir, db->logdir))
+			return kv_fail(-errno, "%s: %s", db->o.log_dir, strerror(errno));
+	}
+	snprintf(marker, sizeof(marker), "%s/LOGDIR", db->dir);
+	if ((f = fopen(marker, "re"))) {
+		if (!fgets(prev, sizeof(prev), f))
+			prev[0] = 0;
+		fclose(f);
+		prev[strcspn(prev, "\n")] = 0;
+	}
+	if (prev[0] && strcmp(prev, db->logdir))
+		return kv_fail(-EINVAL, "the commit log of %s is in %s (says %s/LOGDIR): open "
+					"it with that log dir (--log-dir)",
+			       db->dir, prev, db->dir);
+	if (!strcmp(db->logdir, db->dir))
+		return 0;
+	if (!prev[0] && kv_log_segments(db->dir))
+		return kv_fail(-EINVAL, "the commit log of %s is in the data dir itself: open it "
+					"without --log-dir (or move its commitlog-*.log files to %s)",
+			       db->dir, db->logdir);
+	rc = lock_dir(db->logdir, &db->loglockfd);
+	if (rc)
+		return rc;
+	if (!prev[0]) {
+		int fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		rc = fd < 0 ? -errno : kv_write_all(fd, db->logdir, strlen(db->logdir));
+		if (!rc && fsync(fd))
+			rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		if (!rc)
+			rc = kv_fsync_dir(db->dir);
+		if (rc)
+			return kv_fail(rc, "cannot write %s: %s", marker, strerror(-rc));
+	}
+	kv_check_dir(db->logdir, true, desc, sizeof(desc));
+	kv__note(db, "commit log in %s, on %s", db->logdir, desc);
+	return 0;
 }
 
 /* kv_open, step 1: the data dir (checked, resolved) and its lock */
 static int open_dir(struct kv_db *db)
 {
-	char p[PATH_MAX + 16];
 	int rc;
 
 	rc = kv_check_dir(db->o.data_dir, db->o.allow_disk, db->mount, sizeof(db->mount));
@@ -196,14 +273,8 @@ static int open_dir(struct kv_db *db)
 	if (strstr(db->mount, "not tmpfs"))
 		kv__note(db, "warning: data directory is on %s: tables and log go to disk",
 			 db->mount);
-	snprintf(p, sizeof(p), "%s/LOCK", db->dir);
-	db->lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (db->lockfd < 0 || flock(db->lockfd, LOCK_EX | LOCK_NB))
-		return kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
-			       errno == EWOULDBLOCK ? " (another process has this data "
-						      "directory open)"
-						    : "");
-	return 0;
+	rc = lock_dir(db->dir, &db->lockfd);
+	return rc ? rc : open_log_dir(db);
 }
 
 static void init_locks(struct kv_db *db)
@@ -269,14 +340,14 @@ static int open_tables_and_log(struct kv_db *db)
 			max_seq = db->tables[i]->f.max_seq;
 
 	t0 = kv_now_ns();
-	rc = kv_log_replay(db->dir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
+	rc = kv_log_replay(db->logdir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
 	if (rc)
 		return rc;
 	if (rctx.records || torn)
 		kv__note(db, "commit log replay: %" PRIu64 " records in %.1f ms%s", rctx.records,
 			 (double)(kv_now_ns() - t0) / 1e6,
 			 torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
-	rc = kv_log_open(&db->log, db->dir, max_gen + 1, max_seq, db->o.log_hook,
+	rc = kv_log_open(&db->log, db->logdir, max_gen + 1, max_seq, db->o.log_hook,
 			 db->o.log_hook_arg);
 	if (rc)
 		return rc;
@@ -313,7 +384,7 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 	if (!db)
 		return kv_fail(-ENOMEM, "out of memory");
 	db->o = *o;
-	db->lockfd = -1;
+	db->lockfd = db->loglockfd = -1;
 	init_locks(db);
 	rc = open_dir(db);
 	if (!rc)

@@ -21,6 +21,8 @@ struct kv_db {
 	char dir[PATH_MAX];	/* data dir, resolved */
 	char mount[128];	/* "tmpfs huge=always", "ext4 (not tmpfs)" */
 	int lockfd;		/* flock on DIR/LOCK: one process per data dir */
+	char logdir[PATH_MAX];	/* the commit log's dir, resolved: dir by default */
+	int loglockfd;		/* flock on LOGDIR/LOCK when it is not dir */
 	struct kv_log log;
 	bool log_open;
 	struct kv_mem mtmem;	/* the memtable region: two halves */

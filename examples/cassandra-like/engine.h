@@ -18,7 +18,16 @@
  *
  * Durability: a put is acknowledged only once its commit-log record is
  * fdatasync'ed. On open the log is replayed into the memtable, so a kill -9
- * loses no acknowledged write. No read sees a write before it is durable:
+ * loses no acknowledged write. What "acknowledged" promises depends on
+ * where the files are. On tmpfs (the default: data dir and log both in
+ * the data dir) fsync and fdatasync are no-ops and nothing is on stable
+ * storage: an acknowledged write survives the death of the process (kill
+ * -9, a crash, OOM), not a host crash, reboot or power loss. For more, put
+ * the files on a disk: kv_opts.log_dir (--log-dir) moves the commit log to
+ * any directory, and with it on a disk the fdatasync is real; the tables
+ * are still on the data dir's tmpfs, though, and a flushed memtable's log
+ * segments are deleted, so only a data dir on a disk too (allow_disk,
+ * --allow-disk) makes every acknowledged write survive a host crash. No read sees a write before it is durable:
  * a put's version enters the memtable when its record is appended, but
  * readers skip versions newer than the log's durable sequence number (the
  * guarantee of Cassandra's batch commit-log mode), and a batch whose write
@@ -132,6 +141,8 @@ int kv_log_wait(struct kv_log *l, uint64_t seq);
 int kv_log_rotate(struct kv_log *l, uint64_t *old_gen);
 /* Remove segments with gen <= upto (their records are in tables now). */
 void kv_log_drop(const char *dir, uint64_t upto);
+/* How many log segments dir holds (0 when it cannot be listed). */
+size_t kv_log_segments(const char *dir);
 
 /* ---- memtable (memtable.c) ---- */
 
@@ -276,6 +287,7 @@ void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 struct kv_opts {
 	const char *data_dir;
 	const char *region_dir;	    /* tmpfs huge= dir for SHMEM regions; NULL: data_dir */
+	const char *log_dir;	    /* the commit log's dir, any file system; NULL: data_dir */
 	enum kv_backing cache_backing;
 	enum kv_backing memtable_backing;
 	size_t cache_bytes;	    /* row cache size */

@@ -163,7 +163,7 @@ void *kv__flusher_main(void *arg)
 		if (!rc) {
 			/* its records are in the table now: drop their log
 			 * segments and give the arena back */
-			kv_log_drop(db->dir, mt->last_log_gen);
+			kv_log_drop(db->logdir, mt->last_log_gen);
 			kv_mt_release(mt);
 			atomic_fetch_add(&db->flushes, 1);
 		} else {

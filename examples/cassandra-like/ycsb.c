@@ -435,6 +435,16 @@ static int open_variant(struct variant *v, bool huge)
 	o.memtable_bytes = opt.memtable_mb << 20;
 	o.row_hint = value_len();
 	o.allow_disk = opt.allow_disk;
+	if (opt.log_dir) {
+		/* one log dir per database: DIR/huge, DIR/base */
+		snprintf(v->logdir, sizeof(v->logdir), "%s/%s", opt.log_dir, v->name);
+		if (mkdir(v->logdir, 0755) && errno != EEXIST) {
+			fprintf(stderr, "cassandra-like: cannot create %s: %s\n", v->logdir,
+				strerror(errno));
+			return -errno;
+		}
+		o.log_dir = v->logdir;
+	}
 	rc = kv_open(&o, &v->db);
 	if (rc) {
 		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n",
@@ -547,6 +557,8 @@ static void usage(void)
 		"                      workload on 4 KiB pages and print both side by side\n"
 		"  --pages huge|base   which run --data is for when there is no --base-data\n"
 		"  --region-dir DIR    where SHMEM regions live (default: the data dir)\n"
+		"  --log-dir DIR       the commit log in DIR/huge, DIR/base (default: the data\n"
+		"                      dir): on a disk, its fdatasync is real (README: Durability)\n"
 		"  --cache-backend shmem|memfd|thp   row cache region (default shmem on tmpfs)\n"
 		"  --memtable-backend shmem|memfd|thp  memtable region (default thp)\n"
 		"  --records N (100000)  --fieldlen BYTES (100)  --threads N (20)\n"
@@ -663,7 +675,8 @@ static const struct option long_opts[] = {
 	{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
 	{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
 	{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
-	{ "help", 0, 0, 'h' },	      { 0, 0, 0, 0 },
+	{ "log-dir", 1, 0, 'L' },     { "help", 0, 0, 'h' },
+	{ 0, 0, 0, 0 },
 };
 
 /* what main works on: the databases and the workloads, in order */
@@ -729,6 +742,7 @@ static void parse_options(int argc, char **argv, struct driver *d)
 		case 'D': opt.base_data = optarg; break;
 		case 'P': d->pages = optarg; break;
 		case 'R': opt.region_dir = optarg; break;
+		case 'L': opt.log_dir = optarg; break;
 		case 'C': opt.cache_b = parse_backing(optarg); opt.cache_b_set = true; break;
 		case 'M': opt.mt_b = parse_backing(optarg); break;
 		case 'n': opt.records = num_opt("records", optarg, 1, UINT32_MAX); break;

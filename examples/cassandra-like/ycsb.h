@@ -18,7 +18,7 @@ enum { OP_READ, OP_UPDATE, NOPS };
 extern const char *const op_name[NOPS];
 
 struct ycsb_opts {
-	const char *data, *base_data, *region_dir, *acklog, *check, *json;
+	const char *data, *base_data, *region_dir, *log_dir, *acklog, *check, *json;
 	enum kv_backing cache_b, mt_b;
 	bool cache_b_set;
 	uint64_t records, ops;
@@ -46,6 +46,7 @@ struct variant {
 	struct kv_db *db;
 	_Atomic uint64_t *acked; /* highest acknowledged seq per key (--verify) */
 	char mount[128];
+	char logdir[PATH_MAX]; /* --log-dir DIR: DIR/<name> */
 };
 
 struct run_result {
