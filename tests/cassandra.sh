@@ -1,6 +1,6 @@
 #!/bin/bash
 # Checks of examples/cassandra-like (ctest label "example"):
-#   1. correctness: a small run of workloads A, B and U, huge and base pages,
+#   1. correctness: a small run of workloads A, B, C, F and U, huge and base pages,
 #      with flushes, compactions and cache evictions, where every read must
 #      return the last acknowledged write (--verify), also after a reopen;
 #   2. crash: kill -9 mid-load and mid-run, restart, no acknowledged write
@@ -64,7 +64,7 @@ SMALL=(--records 4000 --threads 8 --ops 15000 --cache-mb 8 --memtable-mb 2 --sta
 # ---- 1. correctness ----
 mnt "$T/m1" huge=always,size=512m
 mnt "$T/m2" huge=never,size=512m
-if "$BIN" --data "$T/m1" --base-data "$T/m2" "${SMALL[@]}" --workloads a,b,u --verify \
+if "$BIN" --data "$T/m1" --base-data "$T/m2" "${SMALL[@]}" --workloads a,b,c,f,u --verify \
 	--json "$T/verify.json" >"$T/verify.log" 2>&1; then
 	ok "verify run exits 0"
 else
@@ -200,6 +200,9 @@ for a in "--threads -1" "--threads 100000" "--records 0" "--repeat x" "--seconds
 	[ $rc = 2 ] && grep -q "^cassandra-like: $a: want" <<<"$out" && ok "$a: $out" ||
 		bad "$a: rc $rc: $out"
 done
+out=$("$BIN" --data "$T/m1" --dist bogus 2>&1) && rc=0 || rc=$?
+[ $rc = 2 ] && grep -q "^cassandra-like: --dist bogus: want zipfian" <<<"$out" &&
+	ok "--dist bogus: $out" || bad "--dist bogus: rc $rc: $out"
 # more runs than the driver keeps: refused up front, never silently dropped
 # (--repeat 12 used to run 63 of 74); exactly as many as it keeps: all run
 out=$("$BIN" --data "$T/m1" --base-data "$T/m2" --workloads a,b,u --repeat 12 2>&1) && rc=0 ||

@@ -4,10 +4,12 @@
  *
  *   cassandra-like --data DIR [--base-data DIR2] [options]
  *
- * Load phase (insert every record), then run phases: workload A (50 %
- * read / 50 % update), B (95 / 5) and U, the seed experiment's update-heavy
- * mix (5 / 95), with N client threads, zipfian or uniform keys, records of
- * 20 fields. Prints YCSB-like progress lines (--status), a table row per
+ * Load phase (insert every record), then run phases: YCSB's workloads A
+ * (50 % read / 50 % update), B (95 / 5), C (read only) and F (50 % read /
+ * 50 % read-modify-write), and U, the seed experiment's update-heavy mix
+ * (5 / 95), with N client threads, keys from YCSB's generators (zipfian:
+ * YCSB's scrambled zipfian; uniform, latest, hotspot: generator.c), records
+ * of 20 fields. Prints YCSB-like progress lines (--status), a table row per
  * run (throughput, p50/p99 latency, huge-page coverage) and a summary
  * table; --json FILE gets everything, p99.9 and engine counters included.
  *
@@ -44,7 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const op_name[NOPS] = { "READ", "UPDATE" };
+const char *const op_name[NOPS] = { "READ", "UPDATE", "READ-MODIFY-WRITE" };
 
 /* ---- options ---- */
 
@@ -57,58 +59,27 @@ struct ycsb_opts opt = {
 	.status = 10,
 	.seconds = 10,
 	.workloads = "a,b,u",
-	.zipf = true,
+	.dist = DIST_ZIPFIAN,
 	.cache_mb = 128,
 	.memtable_mb = 64,
 };
 
-/* ---- key choosers: YCSB's scrambled zipfian (theta .99) and uniform ---- */
+/* ---- key choosers: YCSB's generators (generator.c) ---- */
 
-static struct {
-	double theta, zetan, alpha, eta, zeta2;
-	uint64_t n;
-} zipf;
-
-static void zipf_init(uint64_t n)
-{
-	double z = 0;
-
-	zipf.theta = 0.99;
-	zipf.n = n;
-	for (uint64_t i = 1; i <= n; i++)
-		z += 1.0 / pow((double)i, zipf.theta);
-	zipf.zetan = z;
-	zipf.zeta2 = 1.0 + 1.0 / pow(2.0, zipf.theta);
-	zipf.alpha = 1.0 / (1.0 - zipf.theta);
-	zipf.eta = (1.0 - pow(2.0 / (double)n, 1.0 - zipf.theta)) /
-		   (1.0 - zipf.zeta2 / zipf.zetan);
-}
+static struct ycsb_gen keygen;
 
 static double urand(uint64_t *s)
 {
 	return (double)(kv_rand(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+static uint64_t load_key(uint64_t i);
+
+/* The generators draw YCSB key numbers: the position in the insert
+ * order. The load inserted key number i as key load_key(i). */
 static uint64_t next_key(uint64_t *s)
 {
-	uint64_t rank;
-	double u, uz;
-
-	if (!opt.zipf)
-		return kv_rand(s) % opt.records;
-	u = urand(s);
-	uz = u * zipf.zetan;
-	if (uz < 1.0)
-		rank = 0;
-	else if (uz < 1.0 + pow(0.5, zipf.theta))
-		rank = 1;
-	else
-		rank = (uint64_t)((double)zipf.n *
-				  pow(zipf.eta * u - zipf.eta + 1.0, zipf.alpha));
-	if (rank >= zipf.n)
-		rank = zipf.n - 1;
-	/* scramble, so the hot keys are spread over the key space */
-	return kv_hash64(rank ^ 0xfeedfacecafebeefull) % opt.records;
+	return load_key(ycsb_gen_next(&keygen, s));
 }
 
 /* ---- values: 20 fields, self-checking ---- */
@@ -180,7 +151,8 @@ struct client {
 	struct variant *v;
 	bool load;
 	uint64_t lo, hi; /* load: index range */
-	double read_prop;
+	double read_prop; /* the rest are updates, or (rmw) read-modify-writes */
+	bool rmw;
 	uint64_t rng;
 	struct hist h[NOPS];
 	_Atomic uint64_t count[NOPS], sum_ns[NOPS];
@@ -267,6 +239,13 @@ static uint64_t load_key(uint64_t i)
 	return (uint64_t)(((unsigned __int128)i * p) % opt.records);
 }
 
+static void note_op(struct client *c, int op, uint64_t dt)
+{
+	hist_add(&c->h[op], dt);
+	atomic_fetch_add_explicit(&c->count[op], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->sum_ns[op], dt, memory_order_relaxed);
+}
+
 static void *client_main(void *arg)
 {
 	struct client *c = arg;
@@ -290,10 +269,25 @@ static void *client_main(void *arg)
 			    atomic_fetch_sub_explicit(&ops_left, 1, memory_order_relaxed) <= 0)
 				break;
 			key = next_key(&c->rng);
-			op = urand(&c->rng) < c->read_prop ? OP_READ : OP_UPDATE;
+			op = urand(&c->rng) < c->read_prop ? OP_READ : c->rmw ? OP_RMW : OP_UPDATE;
 		}
 		t0 = kv_now_ns();
-		rc = op == OP_READ ? do_read(c, key, buf) : do_update(c, key, buf);
+		if (op == OP_RMW) {
+			/* YCSB's doTransactionReadModifyWrite: read the row, write
+			 * it back changed; each half counts on its own too */
+			uint64_t t1;
+
+			rc = do_read(c, key, buf);
+			t1 = kv_now_ns();
+			if (!rc) {
+				note_op(c, OP_READ, t1 - t0);
+				rc = do_update(c, key, buf);
+			}
+			if (!rc)
+				note_op(c, OP_UPDATE, kv_now_ns() - t1);
+		} else {
+			rc = op == OP_READ ? do_read(c, key, buf) : do_update(c, key, buf);
+		}
 		dt = kv_now_ns() - t0;
 		if (rc) {
 			c->err = rc;
@@ -302,9 +296,7 @@ static void *client_main(void *arg)
 			atomic_store(&stop_run, true);
 			break;
 		}
-		hist_add(&c->h[op], dt);
-		atomic_fetch_add_explicit(&c->count[op], 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&c->sum_ns[op], dt, memory_order_relaxed);
+		note_op(c, op, dt);
 	}
 	free(buf);
 	return NULL;
@@ -324,7 +316,7 @@ static void progress_line(struct variant *v, struct client *cl, double secs,
 			cnt[o] += atomic_load_explicit(&cl[t].count[o], memory_order_relaxed);
 			sum[o] += atomic_load_explicit(&cl[t].sum_ns[o], memory_order_relaxed);
 		}
-	tot = cnt[0] + cnt[1];
+	tot = cnt[OP_READ] + cnt[OP_UPDATE] - cnt[OP_RMW]; /* an RMW is one operation */
 	kv_db_stats(v->db, &st);
 	if (st.prefault_total && st.prefault_done < st.prefault_total)
 		snprintf(pf, sizeof(pf), " [cache prefault %zu%% of %zu MiB]",
@@ -367,7 +359,13 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 		c->load = load;
 		c->lo = load ? opt.records * t / opt.threads : 0;
 		c->hi = load ? opt.records * (t + 1) / opt.threads : 0;
-		c->read_prop = workload == 'a' ? 0.5 : workload == 'b' ? 0.95 : 0.05;
+		/* YCSB's core workloads A, B, C, F, and U, the seed's mix */
+		c->read_prop = workload == 'a' ? 0.5 :
+			       workload == 'b' ? 0.95 :
+			       workload == 'c' ? 1.0 :
+			       workload == 'f' ? 0.5 :
+						 0.05;
+		c->rmw = workload == 'f';
 		c->rng = kv_hash64(t0 ^ (t + 1) * 0x9e3779b97f4a7c15ull) | 1;
 		if (pthread_create(&c->thr, NULL, client_main, c)) {
 			c->joined = true;
@@ -410,7 +408,7 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 			err = cl[t].err;
 	}
 	res->secs = (double)(kv_now_ns() - t0) / 1e9;
-	res->ops = res->h[0].n + res->h[1].n;
+	res->ops = res->h[OP_READ].n + res->h[OP_UPDATE].n - res->h[OP_RMW].n;
 	res->ops_s = (double)res->ops / res->secs;
 	res->minflt = minor_faults() - res->minflt;
 	kv_db_stats(v->db, &res->st1);
@@ -562,9 +560,11 @@ static void usage(void)
 		"  --cache-backend shmem|memfd|thp   row cache region (default shmem on tmpfs)\n"
 		"  --memtable-backend shmem|memfd|thp  memtable region (default thp)\n"
 		"  --records N (100000)  --fieldlen BYTES (100)  --threads N (20)\n"
-		"  --workloads a,b,u   A 50/50, B 95/5 read/update, U 5/95 (the seed's mix)\n"
+		"  --workloads a,b,u   YCSB's A 50/50, B 95/5 read/update, C read only, F 50 %%\n"
+		"                      read, 50 %% read-modify-write; U 5/95 (the seed's mix)\n"
 		"  --seconds S (10) | --ops N   length of each run\n"
-		"  --dist zipfian|uniform  --repeat N\n"
+		"  --dist zipfian|uniform|latest|hotspot  YCSB's requestdistribution (zipfian:\n"
+		"                      its scrambled zipfian)  --repeat N\n"
 		"  --status SECONDS    a progress line every SECONDS (10; 0: none)\n"
 		"  --cache-mb M (128)  --memtable-mb M (64)\n"
 		"  --verify            check every read against the last acknowledged write\n"
@@ -761,7 +761,15 @@ static void parse_options(int argc, char **argv, struct driver *d)
 			}
 			break;
 		case 'o': opt.ops = num_opt("ops", optarg, 0, INT64_MAX); break;
-		case 'z': opt.zipf = strcmp(optarg, "uniform") != 0; break;
+		case 'z':
+			if (!ycsb_dist_from_name(optarg, &opt.dist)) {
+				fprintf(stderr,
+					"cassandra-like: --dist %s: want zipfian, uniform, "
+					"latest or hotspot\n",
+					optarg);
+				exit(2);
+			}
+			break;
 		case 'r': opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS); break;
 		case 'i': opt.status = (unsigned)num_opt("status", optarg, 0, 86400); break;
 		case 'c': opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20); break;
@@ -786,7 +794,7 @@ static void check_options(struct driver *d)
 	int nv = opt.base_data ? 2 : 1, runs;
 
 	for (const char *p = opt.workloads; *p && d->nwl < sizeof(d->wls); p++)
-		if (strchr("abu", *p | 0x20))
+		if (strchr("abcfu", *p | 0x20))
 			d->wls[d->nwl++] = (char)(*p | 0x20);
 		else if (*p != ',')
 			usage();
@@ -843,7 +851,7 @@ static int run_phases(struct driver *d)
 	printf("cassandra-like: %" PRIu64 " records x %d fields x %u B = %" PRIu64
 	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB\n",
 	       opt.records, NFIELDS, opt.fieldlen, opt.records * value_len() >> 20, opt.threads,
-	       opt.zipf ? "zipfian" : "uniform", opt.cache_mb, opt.memtable_mb);
+	       ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb);
 	print_run_header();
 	for (int i = 0; i < d->nv && !opt.no_load; i++) {
 		struct run_result *r = &results[nresults++];
@@ -925,8 +933,7 @@ int main(int argc, char **argv)
 	}
 	check_options(&d);
 	signal(SIGPIPE, SIG_IGN);
-	if (opt.zipf)
-		zipf_init(opt.records);
+	ycsb_gen_init(&keygen, opt.dist, opt.records);
 
 	rc = open_variants(&d);
 	if (!rc && opt.check) {

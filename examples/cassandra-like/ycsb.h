@@ -8,13 +8,16 @@
 #define KV_YCSB_H
 
 #include "engine.h"
+#include "generator.h"
 
 #include <stdio.h>
 
 #define NFIELDS 20
 #define HDR 24 /* key, nonce, crc + pad at the head of field 0 */
 
-enum { OP_READ, OP_UPDATE, NOPS };
+/* OP_RMW (workload F): a read, then an update of the same key; its read
+ * and update are also counted under OP_READ and OP_UPDATE, as YCSB does */
+enum { OP_READ, OP_UPDATE, OP_RMW, NOPS };
 extern const char *const op_name[NOPS];
 
 struct ycsb_opts {
@@ -25,7 +28,8 @@ struct ycsb_opts {
 	unsigned fieldlen, threads, repeat, status;
 	double seconds;
 	char workloads[32];
-	bool zipf, verify, no_load, allow_disk, huge, base;
+	enum ycsb_dist dist;
+	bool verify, no_load, allow_disk, huge, base;
 	size_t cache_mb, memtable_mb;
 };
 extern struct ycsb_opts opt;
