@@ -71,7 +71,7 @@ static void *syncer_main(void *arg)
 		char *b;
 		size_t n, cap;
 		uint64_t target;
-		int fd, rc, sticky;
+		int fd, rc, sticky, cut;
 
 		while (!l->stop && l->len == 0)
 			pthread_cond_wait(&l->work, &l->mu);
@@ -99,19 +99,21 @@ static void *syncer_main(void *arg)
 			rc = -errno;
 		/* A failed batch is never acknowledged: cut what of it reached
 		 * the file, so a reopen does not replay writes whose put failed. */
-		if (rc && !sticky && ftruncate(fd, l->synced_off))
-			kv_fail(-errno, "cannot cut a failed batch off the commit log: %s",
-				strerror(errno));
+		cut = rc && !sticky && ftruncate(fd, l->synced_off) ? errno : 0;
 
 		pthread_mutex_lock(&l->mu);
 		l->syncing = false;
 		if (!rc)
 			l->synced_off += (off_t)n;
 		if (rc && !l->err) {
-			l->err = kv_fail(rc, "commit log write failed: %s%s", strerror(-rc),
+			l->err = kv_fail(rc, "commit log write failed: %s%s%s%s", strerror(-rc),
 					 rc == -ENOSPC ? " (the tmpfs is full: raise its "
 							 "size= with mount -o remount,size=...)"
-						       : "");
+						       : "",
+					 cut ? "; the failed batch could not be cut off the "
+					       "log, so a reopen may replay it: "
+					     : "",
+					 cut ? strerror(cut) : "");
 			/* kv_fail's message is this thread's: keep it for the
 			 * clients, whose puts fail with it (log_err) */
 			snprintf(l->errmsg, sizeof(l->errmsg), "%s", kv_errmsg(rc));
