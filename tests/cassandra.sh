@@ -203,6 +203,12 @@ done
 out=$("$BIN" --data "$T/m1" --dist bogus 2>&1) && rc=0 || rc=$?
 [ $rc = 2 ] && grep -q "^cassandra-like: --dist bogus: want zipfian" <<<"$out" &&
 	ok "--dist bogus: $out" || bad "--dist bogus: rc $rc: $out"
+# `bench` with no --data gets as far as its own mounts (here: refused, not
+# root), not the usage message
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -u HPR_TEST_NO_SKIP "$BIN" bench \
+	--quick 2>&1) && rc=0 || rc=$?
+[ $rc = 77 ] && grep -q "cassandra-like bench: skipped: needs root" <<<"$out" &&
+	ok "bench without --data reaches its mounts" || bad "bench without --data: rc $rc: $out"
 # more runs than the driver keeps: refused up front, never silently dropped
 # (--repeat 12 used to run 63 of 74); exactly as many as it keeps: all run
 out=$("$BIN" --data "$T/m1" --base-data "$T/m2" --workloads a,b,u --repeat 12 2>&1) && rc=0 ||

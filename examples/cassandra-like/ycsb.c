@@ -784,8 +784,6 @@ static void parse_options(int argc, char **argv, struct driver *d)
 		default: usage();
 		}
 	}
-	if (!opt.data || optind != argc)
-		usage();
 }
 
 /* The workload letters, the run count, and the cache's backing. */
@@ -931,6 +929,8 @@ int main(int argc, char **argv)
 			return rc;
 		}
 	}
+	if (!opt.data || optind != argc)
+		usage();
 	check_options(&d);
 	signal(SIGPIPE, SIG_IGN);
 	ycsb_gen_init(&keygen, opt.dist, opt.records);
