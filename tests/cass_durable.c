@@ -67,9 +67,27 @@ static void fill(const char *dir, char *path, size_t n)
 	close(fd);
 }
 
+/* bytes in the commit log segments under dir */
+static long long log_bytes(const char *dir)
+{
+	char cmd[PATH_MAX + 64];
+	long long n = -1;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "cat '%s'/commitlog-*.log 2>/dev/null | wc -c", dir);
+	f = popen(cmd, "r");
+	if (f) {
+		if (fscanf(f, "%lld", &n) != 1)
+			n = -1;
+		pclose(f);
+	}
+	return n;
+}
+
 static void case_full(void)
 {
 	char dir[64], filler[128];
+	long long before, after;
 	struct kv_db *db;
 	struct cass_put p;
 	char seen;
@@ -83,6 +101,7 @@ static void case_full(void)
 	kv_put(db, KEY, cass_val('A', 100), 100, NULL);
 	CHECK(cass_tag(db, KEY) == 'A', "full: the acknowledged value A is read");
 	fill(dir, filler, sizeof(filler));
+	before = log_bytes(dir);
 	stall_arm();
 	/* 16 KiB: more than the log file's last page can take, so the write
 	 * needs pages the full tmpfs does not have */
@@ -97,6 +116,10 @@ static void case_full(void)
 	CHECK(strstr(p.msg, "raise its size="), "full: the put's error names the fix: %s", p.msg);
 	seen = cass_watch(db, KEY, 'A', 50);
 	CHECK(seen == 'A', "full: a read after the failure returns A (got %c)", seen);
+	after = log_bytes(dir);
+	CHECK(after == before,
+	      "full: the failed batch was cut off the log (%lld bytes, %lld before)", after,
+	      before);
 	kv_close(db);
 	unlink(filler);
 	db = cass_open(dir);
