@@ -1,10 +1,11 @@
 #!/bin/bash
 # Checks of examples/cassandra-like (ctest label "example"):
-#   1. correctness: a small run of workloads A, B and U, huge and base pages,
+#   1. correctness: a small run of workloads A, B, C, F and U, huge and base pages,
 #      with flushes, compactions and cache evictions, where every read must
 #      return the last acknowledged write (--verify), also after a reopen;
 #   2. crash: kill -9 mid-load and mid-run, restart, no acknowledged write
-#      lost (--acklog, then --check);
+#      lost (--acklog, then --check); the same with the log on a disk
+#      (--log-dir);
 #   3. bad input: missing data dir, data dir not on tmpfs, full tmpfs size=
 #      (clean error, no half-written table, nothing acknowledged lost);
 #   4. the standalone build: `make` in a copy of the directory against an
@@ -47,12 +48,23 @@ mnt() { # dir options
 # sum of a numeric JSON field over the runs (--json FILE: one line)
 jsum() { grep -o "\"$2\":[0-9]*" "$1" | awk -F: '{s += $2} END {print s + 0}'; }
 
+# a directory on a disk file system: /var/tmp, else the build dir
+disk_dir() {
+	local d
+	d=$(mktemp -d /var/tmp/cass-disk.XXXXXX)
+	if [ "$(stat -f -c %T "$d")" = tmpfs ]; then
+		rm -rf "$d"
+		d=$(mktemp -d "$BUILD/cass-disk.XXXXXX")
+	fi
+	echo "$d"
+}
+
 SMALL=(--records 4000 --threads 8 --ops 15000 --cache-mb 8 --memtable-mb 2 --status 1)
 
 # ---- 1. correctness ----
 mnt "$T/m1" huge=always,size=512m
 mnt "$T/m2" huge=never,size=512m
-if "$BIN" --data "$T/m1" --base-data "$T/m2" "${SMALL[@]}" --workloads a,b,u --verify \
+if "$BIN" --data "$T/m1" --base-data "$T/m2" "${SMALL[@]}" --workloads a,b,c,f,u --verify \
 	--json "$T/verify.json" >"$T/verify.log" 2>&1; then
 	ok "verify run exits 0"
 else
@@ -81,16 +93,17 @@ grep -q 'huge-page coverage, base run.*row cache 0%, memtables 0%, table mapping
 # The kill must hit a live store that has acknowledged at least the
 # threshold's writes: a store that died on its own (or was killed too soon)
 # proves nothing about replay, so each of those is a failure.
-crash() { # name delay_lines
-	local d=$T/m3/$1 a=$T/$1.acklog pid n=0 alive st
+crash() { # name delay_lines [options for the run and the check]
+	local d=$T/m3/$1 a=$T/$1.acklog pid n=0 alive st name=$1 lines=$2
+	shift 2
 	mkdir -p "$d"
 	"$BIN" --data "$d" --records 20000 --threads 8 --seconds 60 --workloads u \
-		--cache-mb 8 --memtable-mb 2 --acklog "$a" >"$T/$1.log" 2>&1 &
+		--cache-mb 8 --memtable-mb 2 --acklog "$a" "$@" >"$T/$name.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 600); do
 		n=0
 		[ -f "$a" ] && n=$(wc -l <"$a")
-		[ "$n" -ge "$2" ] && break
+		[ "$n" -ge "$lines" ] && break
 		kill -0 $pid 2>/dev/null || break
 		sleep 0.05
 	done
@@ -101,36 +114,46 @@ crash() { # name delay_lines
 	n=0
 	[ -f "$a" ] && n=$(wc -l <"$a")
 	if [ $alive != yes ] || [ $st != 137 ]; then
-		bad "kill -9 ($1): the store was not alive at the kill (wait status $st, want 137)"
-		tail -5 "$T/$1.log"
+		bad "kill -9 ($name): the store was not alive at the kill (wait status $st, want 137)"
+		tail -5 "$T/$name.log"
 		return
 	fi
-	if [ "$n" -lt "$2" ]; then
-		bad "kill -9 ($1): only $n acknowledged writes at the kill, want >= $2"
+	if [ "$n" -lt "$lines" ]; then
+		bad "kill -9 ($name): only $n acknowledged writes at the kill, want >= $lines"
 		return
 	fi
-	if "$BIN" --data "$d" --records 20000 --check "$a" >"$T/$1.check" 2>&1 &&
-		grep -q " 0 lost" "$T/$1.check"; then
-		ok "kill -9 after $n acknowledged writes ($1): $(grep -o 'acklog check.*' "$T/$1.check")"
+	if "$BIN" --data "$d" --records 20000 --check "$a" "$@" >"$T/$name.check" 2>&1 &&
+		grep -q " 0 lost" "$T/$name.check"; then
+		ok "kill -9 after $n acknowledged writes ($name): $(grep -o 'acklog check.*' "$T/$name.check")"
 	else
-		bad "after kill -9 ($1):"; cat "$T/$1.check"
+		bad "after kill -9 ($name):"; cat "$T/$name.check"
 	fi
 }
 mnt "$T/m3" huge=always,size=512m
 crash mid-load 5000
 crash mid-run 30000
 
+# the commit log on a disk (--log-dir): the same crash, the log's segments
+# in LOGDIR/huge and none in the data dir; a reopen with no --log-dir is
+# refused, never silently missing the log's writes
+LOGD=$(disk_dir)
+crash log-dir 5000 --log-dir "$LOGD"
+ls "$LOGD"/huge/commitlog-*.log >/dev/null 2>&1 && ! ls "$T"/m3/log-dir/commitlog-* >/dev/null 2>&1 &&
+	ok "--log-dir: the commit log is in $LOGD/huge ($(stat -f -c %T "$LOGD")), not in the data dir" ||
+	bad "--log-dir: log segments: $(ls "$LOGD"/huge "$T"/m3/log-dir | tr '\n' ' ')"
+out=$("$BIN" --data "$T/m3/log-dir" --records 20000 --check "$T/log-dir.acklog" 2>&1) && rc=0 ||
+	rc=$?
+[ $rc = 2 ] && grep -q "the commit log of .* is in $LOGD/huge" <<<"$out" &&
+	ok "--log-dir: a reopen without it is refused: $(tail -1 <<<"$out" | cut -c1-160)" ||
+	bad "--log-dir: a reopen without it: rc $rc: $out"
+rm -rf "$LOGD"
+
 # ---- 3. bad input ----
 out=$("$BIN" --data "$T/does-not-exist" --records 100 --ops 10 2>&1) && rc=0 || rc=$?
 [ $rc = 2 ] && grep -q "does-not-exist: No such file or directory: create it on a tmpfs" <<<"$out" &&
 	ok "missing data dir: $(head -1 <<<"$out")" || bad "missing data dir: rc $rc: $out"
 
-# a directory on a disk file system: /var/tmp, else the build dir
-DISK=$(mktemp -d /var/tmp/cass-disk.XXXXXX)
-if [ "$(stat -f -c %T "$DISK")" = tmpfs ]; then
-	rm -rf "$DISK"
-	DISK=$(mktemp -d "$BUILD/cass-disk.XXXXXX")
-fi
+DISK=$(disk_dir)
 out=$("$BIN" --data "$DISK" --records 100 --ops 10 2>&1) && rc=0 || rc=$?
 if [ "$(stat -f -c %T "$DISK")" = tmpfs ]; then
 	bad "found no directory on a disk file system for the not-on-tmpfs case"
@@ -152,6 +175,11 @@ if [ $rc = 3 ] && grep -q "No space left on device (the tmpfs is full: raise its
 else
 	bad "full tmpfs: rc $rc: $(tail -5 <<<"$out")"
 fi
+# the client's own error carries the hint, not only the background thread's
+grep -q "UPDATE of key [0-9]* failed: .*No space left on device (the tmpfs is full: raise its size=" \
+	<<<"$out" && ok "full tmpfs: the client's error names the fix" ||
+	bad "full tmpfs: the client's error: $(grep -m1 'failed:' <<<"$out" | cut -c1-200)"
+
 ls "$T/m4"/*.tmp >/dev/null 2>&1 && bad "a half-written table was left: $(ls "$T/m4")" ||
 	ok "no half-written table left behind"
 mount -o remount,size=256m "$T/m4"
@@ -162,8 +190,39 @@ else
 	bad "after the full tmpfs:"; cat "$T/full.check"
 fi
 
-out=$("$BIN" --data "$T/m1" --records 0 2>&1) && rc=0 || rc=$?
+out=$("$BIN" --data "$T/m1" --bogus 2>&1) && rc=0 || rc=$?
 [ $rc = 2 ] && grep -q usage <<<"$out" && ok "bad option: usage" || bad "bad option: rc $rc"
+# a bad number: a message that names the option and exit 2 (they used to
+# exit 3 with no message, or be taken as 0)
+for a in "--threads -1" "--threads 100000" "--records 0" "--repeat x" "--seconds -3"; do
+	# shellcheck disable=SC2086 # $a is an option and its value
+	out=$("$BIN" --data "$T/m1" $a 2>&1) && rc=0 || rc=$?
+	[ $rc = 2 ] && grep -q "^cassandra-like: $a: want" <<<"$out" && ok "$a: $out" ||
+		bad "$a: rc $rc: $out"
+done
+out=$("$BIN" --data "$T/m1" --dist bogus 2>&1) && rc=0 || rc=$?
+[ $rc = 2 ] && grep -q "^cassandra-like: --dist bogus: want zipfian" <<<"$out" &&
+	ok "--dist bogus: $out" || bad "--dist bogus: rc $rc: $out"
+# `bench` with no --data gets as far as its own mounts (here: refused, not
+# root), not the usage message
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -u HPR_TEST_NO_SKIP "$BIN" bench \
+	--quick 2>&1) && rc=0 || rc=$?
+[ $rc = 77 ] && grep -q "cassandra-like bench: skipped: needs root" <<<"$out" &&
+	ok "bench without --data reaches its mounts" || bad "bench without --data: rc $rc: $out"
+# more runs than the driver keeps: refused up front, never silently dropped
+# (--repeat 12 used to run 63 of 74); exactly as many as it keeps: all run
+out=$("$BIN" --data "$T/m1" --base-data "$T/m2" --workloads a,b,u --repeat 12 2>&1) && rc=0 ||
+	rc=$?
+[ $rc = 2 ] && grep -q "make 74 runs, at most 64" <<<"$out" && ok "--repeat 12: $out" ||
+	bad "--repeat 12: rc $rc: $out"
+mkdir -p "$T/m1/runs"
+if "$BIN" --data "$T/m1/runs" --pages base --workloads a --repeat 63 --ops 10 --records 100 \
+	--threads 1 --status 0 --cache-mb 4 --memtable-mb 1 --json "$T/runs.json" >"$T/runs.log" 2>&1 &&
+	[ "$(grep -o '"pages":' "$T/runs.json" | wc -l)" = 64 ]; then
+	ok "the load + --repeat 63: all 64 runs ran and are reported"
+else
+	bad "64 runs: $(grep -o '"pages":' "$T/runs.json" | wc -l) reported"; tail -3 "$T/runs.log"
+fi
 
 # ---- 4. standalone build with pkg-config only ----
 # Staged install (DESTDIR) + PKG_CONFIG_SYSROOT_DIR: what a packager does;

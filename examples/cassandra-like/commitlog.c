@@ -55,6 +55,13 @@ static void seg_path(char *p, size_t n, const char *dir, uint64_t gen)
 	snprintf(p, n, "%s/commitlog-%016" PRIu64 ".log", dir, gen);
 }
 
+/* The sticky error, with the syncer's message, on the caller's thread.
+ * Caller holds l->mu. */
+static int log_err(struct kv_log *l)
+{
+	return l->errmsg[0] ? kv_fail(l->err, "%s", l->errmsg) : l->err;
+}
+
 static void *syncer_main(void *arg)
 {
 	struct kv_log *l = arg;
@@ -64,7 +71,7 @@ static void *syncer_main(void *arg)
 		char *b;
 		size_t n, cap;
 		uint64_t target;
-		int fd, rc, sticky;
+		int fd, rc, sticky, cut;
 
 		while (!l->stop && l->len == 0)
 			pthread_cond_wait(&l->work, &l->mu);
@@ -85,19 +92,35 @@ static void *syncer_main(void *arg)
 		sticky = l->err;
 		pthread_mutex_unlock(&l->mu);
 
+		if (l->hook)
+			l->hook(l->hook_arg);
 		rc = sticky ? sticky : kv_write_all(fd, b, n);
 		if (!rc && fdatasync(fd))
 			rc = -errno;
+		/* A failed batch is never acknowledged: cut what of it reached
+		 * the file, so a reopen does not replay writes whose put failed. */
+		cut = rc && !sticky && ftruncate(fd, l->synced_off) ? errno : 0;
 
 		pthread_mutex_lock(&l->mu);
 		l->syncing = false;
-		if (rc && !l->err)
-			l->err = kv_fail(rc, "commit log write failed: %s%s", strerror(-rc),
+		if (!rc)
+			l->synced_off += (off_t)n;
+		if (rc && !l->err) {
+			l->err = kv_fail(rc, "commit log write failed: %s%s%s%s", strerror(-rc),
 					 rc == -ENOSPC ? " (the tmpfs is full: raise its "
 							 "size= with mount -o remount,size=...)"
-						       : "");
+						       : "",
+					 cut ? "; the failed batch could not be cut off the "
+					       "log, so a reopen may replay it: "
+					     : "",
+					 cut ? strerror(cut) : "");
+			/* kv_fail's message is this thread's: keep it for the
+			 * clients, whose puts fail with it (log_err) */
+			snprintf(l->errmsg, sizeof(l->errmsg), "%s", kv_errmsg(rc));
+		}
 		if (!l->err) {
-			l->durable = target;
+			/* release: a reader that sees it sees the records' nodes */
+			atomic_store_explicit(&l->durable, target, memory_order_release);
 			l->batches++;
 			l->synced_bytes += n;
 		}
@@ -122,17 +145,24 @@ static int open_segment(struct kv_log *l)
 		return kv_fail(rc, "fsync of %s: %s", l->dir, strerror(-rc));
 	}
 	l->fd = fd;
+	l->synced_off = lseek(fd, 0, SEEK_END);
+	if (l->synced_off < 0)
+		l->synced_off = 0;
 	return 0;
 }
 
-int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq)
+int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq,
+		void (*hook)(void *arg), void *hook_arg)
 {
 	int rc;
 
 	memset(l, 0, sizeof(*l));
+	l->hook = hook;
+	l->hook_arg = hook_arg;
 	snprintf(l->dir, sizeof(l->dir), "%s", dir);
 	l->gen = gen;
-	l->appended = l->durable = last_seq;
+	l->appended = last_seq;
+	atomic_store(&l->durable, last_seq);
 	l->cap = l->spare_cap = 1 << 20;
 	l->buf = malloc(l->cap);
 	l->spare = malloc(l->spare_cap);
@@ -177,7 +207,7 @@ int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
 
 	pthread_mutex_lock(&l->mu);
 	if (l->err) {
-		rc = l->err;
+		rc = log_err(l);
 		goto out;
 	}
 	if (l->len + need > l->cap) {
@@ -216,7 +246,7 @@ int kv_log_wait(struct kv_log *l, uint64_t seq)
 			pthread_cond_signal(&l->work);
 		pthread_cond_wait(&l->done, &l->mu);
 	}
-	rc = l->durable >= seq ? 0 : l->err;
+	rc = l->durable >= seq ? 0 : log_err(l);
 	pthread_mutex_unlock(&l->mu);
 	return rc;
 }
@@ -231,7 +261,7 @@ int kv_log_rotate(struct kv_log *l, uint64_t *old_gen)
 		pthread_cond_wait(&l->done, &l->mu);
 	}
 	if (l->err) {
-		rc = l->err;
+		rc = log_err(l);
 		goto out;
 	}
 	old_fd = l->fd;
@@ -375,4 +405,15 @@ void kv_log_drop(const char *dir, uint64_t upto)
 	}
 	free(gens);
 	kv_fsync_dir(dir);
+}
+
+size_t kv_log_segments(const char *dir)
+{
+	uint64_t *gens;
+	size_t n;
+
+	if (list_segments(dir, &gens, &n))
+		return 0;
+	free(gens);
+	return n;
 }

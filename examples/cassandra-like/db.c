@@ -179,15 +179,204 @@ void kv_close(struct kv_db *db)
 	kv_mem_destroy(&db->mtmem);
 	if (db->lockfd >= 0)
 		close(db->lockfd);
+	if (db->loglockfd >= 0)
+		close(db->loglockfd);
 	free(db);
+}
+
+static int lock_dir(const char *dir, int *fd)
+{
+	char p[PATH_MAX + 16];
+
+	snprintf(p, sizeof(p), "%s/LOCK", dir);
+	*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (*fd < 0 || flock(*fd, LOCK_EX | LOCK_NB))
+		return kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
+			       errno == EWOULDBLOCK ? " (another process has this "
+						      "directory open)"
+						    : "");
+	return 0;
+}
+
+/*
+ * kv_open, step 1b: where the commit log lives. A data dir whose log went
+ * elsewhere says where in DIR/LOGDIR, so that a reopen with another log
+ * dir (or none) is refused instead of silently missing the log's writes.
+ */
+static int open_log_dir(struct kv_db *db)
+{
+	char marker[PATH_MAX + 16], prev[PATH_MAX] = "", desc[128];
+	struct stat st;
+	FILE *f;
+	int rc;
+
+	snprintf(db->logdir, sizeof(db->logdir), "%s", db->dir);
+	if (db->o.log_dir) {
+		if (stat(db->o.log_dir, &st))
+			return kv_fail(-errno, "commit log directory %s: %s: create it, on a "
+					       "disk for writes that survive a host crash",
+				       db->o.log_dir, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return kv_fail(-ENOTDIR, "commit log directory %s is not a directory",
+				       db->o.log_dir);
+		if (!realpath(db->o.log_dir, db->logdir))
+			return kv_fail(-errno, "%s: %s", db->o.log_dir, strerror(errno));
+	}
+	snprintf(marker, sizeof(marker), "%s/LOGDIR", db->dir);
+	if ((f = fopen(marker, "re"))) {
+		if (!fgets(prev, sizeof(prev), f))
+			prev[0] = 0;
+		fclose(f);
+		prev[strcspn(prev, "\n")] = 0;
+	}
+	if (prev[0] && strcmp(prev, db->logdir))
+		return kv_fail(-EINVAL, "the commit log of %s is in %s (says %s/LOGDIR): open "
+					"it with that log dir (--log-dir)",
+			       db->dir, prev, db->dir);
+	if (!strcmp(db->logdir, db->dir))
+		return 0;
+	if (!prev[0] && kv_log_segments(db->dir))
+		return kv_fail(-EINVAL, "the commit log of %s is in the data dir itself: open it "
+					"without --log-dir (or move its commitlog-*.log files to %s)",
+			       db->dir, db->logdir);
+	rc = lock_dir(db->logdir, &db->loglockfd);
+	if (rc)
+		return rc;
+	if (!prev[0]) {
+		int fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		rc = fd < 0 ? -errno : kv_write_all(fd, db->logdir, strlen(db->logdir));
+		if (!rc && fsync(fd))
+			rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		if (!rc)
+			rc = kv_fsync_dir(db->dir);
+		if (rc)
+			return kv_fail(rc, "cannot write %s: %s", marker, strerror(-rc));
+	}
+	kv_check_dir(db->logdir, true, desc, sizeof(desc));
+	kv__note(db, "commit log in %s, on %s", db->logdir, desc);
+	return 0;
+}
+
+/* kv_open, step 1: the data dir (checked, resolved) and its lock */
+static int open_dir(struct kv_db *db)
+{
+	int rc;
+
+	rc = kv_check_dir(db->o.data_dir, db->o.allow_disk, db->mount, sizeof(db->mount));
+	if (rc)
+		return rc;
+	if (!realpath(db->o.data_dir, db->dir))
+		snprintf(db->dir, sizeof(db->dir), "%s", db->o.data_dir);
+	if (strstr(db->mount, "not tmpfs"))
+		kv__note(db, "warning: data directory is on %s: tables and log go to disk",
+			 db->mount);
+	rc = lock_dir(db->dir, &db->lockfd);
+	return rc ? rc : open_log_dir(db);
+}
+
+static void init_locks(struct kv_db *db)
+{
+	pthread_rwlockattr_t ra;
+
+	pthread_rwlockattr_init(&ra);
+	/* glibc's default lets a stream of readers starve the flusher */
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&db->lsm, &ra);
+	pthread_mutex_init(&db->switch_mu, NULL);
+	pthread_mutex_init(&db->bg_mu, NULL);
+	pthread_cond_init(&db->bg_cv, NULL);
+	for (int i = 0; i < NSTRIPES; i++)
+		pthread_mutex_init(&db->stripes[i], NULL);
+}
+
+/* kv_open, step 2: the row cache (prefaulting in the background from now
+ * on) and the memtable region, its first half faulted in */
+static int open_memory(struct kv_db *db)
+{
+	const struct kv_opts *o = &db->o;
+	const char *rdir = o->region_dir ? o->region_dir : db->dir;
+	int rc;
+
+	/* row cache first, and start prefaulting it: it warms up while the
+	 * tables are opened, the log is replayed and requests arrive */
+	rc = kv_rc_init(&db->cache, o->cache_bytes, o->row_hint ? o->row_hint : 2048, NSTRIPES,
+			o->cache_backing, rdir);
+	if (rc)
+		return rc;
+	db->cache_on = true;
+	rc = kv_mem_prefault_start(&db->cache.mem);
+	if (rc)
+		return kv_fail(rc, "cannot start the cache prefault: %s", hpr_strerror(rc));
+
+	/* each half whole huge pages: releasing one half never touches a
+	 * huge page the other half still uses */
+	db->o.memtable_bytes = (o->memtable_bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	rc = kv_mem_create(&db->mtmem, "memtable", 2 * db->o.memtable_bytes, o->memtable_backing,
+			   rdir);
+	if (rc)
+		return rc;
+	kv_mt_init(&db->mt[0], &db->mtmem, 0, db->mtmem.size / 2);
+	kv_mt_init(&db->mt[1], &db->mtmem, db->mtmem.size / 2, db->mtmem.size / 2);
+	db->active = &db->mt[0];
+	return kv_mt_reset(db->active);
+}
+
+/* kv_open, step 3: the tables, the commit log replayed over them into the
+ * memtable, and a new log segment */
+static int open_tables_and_log(struct kv_db *db)
+{
+	struct replay_ctx rctx = { .db = db };
+	uint64_t max_gen, max_seq = 0, torn, t0;
+	int rc;
+
+	rc = kv__load_tables(db);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < db->ntables; i++)
+		if (db->tables[i]->f.max_seq > max_seq)
+			max_seq = db->tables[i]->f.max_seq;
+
+	t0 = kv_now_ns();
+	rc = kv_log_replay(db->logdir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
+	if (rc)
+		return rc;
+	if (rctx.records || torn)
+		kv__note(db, "commit log replay: %" PRIu64 " records in %.1f ms%s", rctx.records,
+			 (double)(kv_now_ns() - t0) / 1e6,
+			 torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
+	rc = kv_log_open(&db->log, db->logdir, max_gen + 1, max_seq, db->o.log_hook,
+			 db->o.log_hook_arg);
+	if (rc)
+		return rc;
+	db->log_open = true;
+	return 0;
+}
+
+/* kv_open, step 4: the flusher and the compactor */
+static int start_threads(struct kv_db *db)
+{
+	db->compact_wanted = true;
+	if (pthread_create(&db->flusher, NULL, kv__flusher_main, db))
+		return kv_fail(-EAGAIN, "cannot start the flush thread");
+	if (pthread_create(&db->compactor, NULL, kv__compactor_main, db)) {
+		/* the flusher is running: stop it */
+		pthread_mutex_lock(&db->bg_mu);
+		db->stop = true;
+		pthread_cond_broadcast(&db->bg_cv);
+		pthread_mutex_unlock(&db->bg_mu);
+		pthread_join(db->flusher, NULL);
+		return kv_fail(-EAGAIN, "cannot start the compaction thread");
+	}
+	db->threads_on = true;
+	return 0;
 }
 
 int kv_open(const struct kv_opts *o, struct kv_db **out)
 {
-	struct replay_ctx rctx;
 	struct kv_db *db;
-	uint64_t max_gen, max_seq = 0, torn, t0;
-	char p[PATH_MAX + 16];
 	int rc;
 
 	*out = NULL;
@@ -195,104 +384,16 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 	if (!db)
 		return kv_fail(-ENOMEM, "out of memory");
 	db->o = *o;
-	db->lockfd = -1;
-	rc = kv_check_dir(o->data_dir, o->allow_disk, db->mount, sizeof(db->mount));
-	if (rc)
-		goto fail;
-	if (!realpath(o->data_dir, db->dir))
-		snprintf(db->dir, sizeof(db->dir), "%s", o->data_dir);
-	if (strstr(db->mount, "not tmpfs"))
-		kv__note(db, "warning: data directory is on %s: tables and log go to disk",
-		     db->mount);
-	pthread_rwlockattr_t ra;
-	pthread_rwlockattr_init(&ra);
-	/* glibc's default lets a stream of readers starve the flusher */
-	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&db->lsm, &ra);
-	pthread_mutex_init(&db->bg_mu, NULL);
-	pthread_cond_init(&db->bg_cv, NULL);
-	for (int i = 0; i < NSTRIPES; i++)
-		pthread_mutex_init(&db->stripes[i], NULL);
-
-	snprintf(p, sizeof(p), "%s/LOCK", db->dir);
-	db->lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (db->lockfd < 0 || flock(db->lockfd, LOCK_EX | LOCK_NB)) {
-		rc = kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
-			     errno == EWOULDBLOCK ? " (another process has this data "
-						    "directory open)"
-						  : "");
-		goto fail;
-	}
-
-	/* row cache first, and start prefaulting it: it warms up while the
-	 * tables are opened, the log is replayed and requests arrive */
-	rc = kv_rc_init(&db->cache, o->cache_bytes, o->row_hint ? o->row_hint : 2048, NSTRIPES,
-			o->cache_backing, o->region_dir ? o->region_dir : db->dir);
-	if (rc)
-		goto fail;
-	db->cache_on = true;
-	rc = kv_mem_prefault_start(&db->cache.mem);
+	db->lockfd = db->loglockfd = -1;
+	init_locks(db);
+	rc = open_dir(db);
+	if (!rc)
+		rc = open_memory(db);
+	if (!rc)
+		rc = open_tables_and_log(db);
+	if (!rc)
+		rc = start_threads(db);
 	if (rc) {
-		rc = kv_fail(rc, "cannot start the cache prefault: %s", hpr_strerror(rc));
-		goto fail;
-	}
-
-	/* each half whole huge pages: releasing one half never touches a
-	 * huge page the other half still uses */
-	db->o.memtable_bytes = (o->memtable_bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-	rc = kv_mem_create(&db->mtmem, "memtable", 2 * db->o.memtable_bytes, o->memtable_backing,
-			   o->region_dir ? o->region_dir : db->dir);
-	if (rc)
-		goto fail;
-	kv_mt_init(&db->mt[0], &db->mtmem, 0, db->mtmem.size / 2);
-	kv_mt_init(&db->mt[1], &db->mtmem, db->mtmem.size / 2, db->mtmem.size / 2);
-	db->active = &db->mt[0];
-	rc = kv_mt_reset(db->active);
-	if (rc)
-		goto fail;
-
-	rc = kv__load_tables(db);
-	if (rc)
-		goto fail;
-	for (size_t i = 0; i < db->ntables; i++)
-		if (db->tables[i]->f.max_seq > max_seq)
-			max_seq = db->tables[i]->f.max_seq;
-
-	rctx.db = db;
-	rctx.records = 0;
-	t0 = kv_now_ns();
-	rc = kv_log_replay(db->dir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
-	if (rc)
-		goto fail;
-	if (rctx.records || torn)
-		kv__note(db, "commit log replay: %" PRIu64 " records in %.1f ms%s", rctx.records,
-		     (double)(kv_now_ns() - t0) / 1e6,
-		     torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
-	rc = kv_log_open(&db->log, db->dir, max_gen + 1, max_seq);
-	if (rc)
-		goto fail;
-	db->log_open = true;
-
-	db->compact_wanted = true;
-	if (pthread_create(&db->flusher, NULL, kv__flusher_main, db)) {
-		rc = kv_fail(-EAGAIN, "cannot start the flush thread");
-		goto fail;
-	}
-	if (pthread_create(&db->compactor, NULL, kv__compactor_main, db)) {
-		/* flusher is running: stop it through kv_close */
-		db->threads_on = true;
-		db->stop = true;
-		pthread_cond_broadcast(&db->bg_cv);
-		pthread_join(db->flusher, NULL);
-		db->threads_on = false;
-		rc = kv_fail(-EAGAIN, "cannot start the compaction thread");
-		goto fail;
-	}
-	db->threads_on = true;
-	*out = db;
-	return 0;
-fail:
-	{
 		/* kv_close() may overwrite the message: keep it */
 		char msg[512];
 
@@ -300,58 +401,95 @@ fail:
 		kv_close(db);
 		return kv_fail(rc, "%s", msg);
 	}
+	*out = db;
+	return 0;
 }
 
 /* ---- put / get ---- */
 
-/* The active memtable is full: make it immutable and start a new one.
- * Stalls while the previous immutable memtable is still being flushed. */
-static int switch_memtable(struct kv_db *db)
+/* Wait for the previous immutable memtable's flush (a write stall).
+ * Caller holds switch_mu. */
+static int wait_flush(struct kv_db *db)
 {
 	uint64_t t0 = 0;
 	int rc;
 
-	for (;;) {
-		pthread_mutex_lock(&db->bg_mu);
-		while (db->imm_busy && !db->bg_err && !db->stop) {
-			if (!t0) {
-				t0 = kv_now_ns();
-				atomic_fetch_add(&db->stalls, 1);
-			}
-			pthread_cond_wait(&db->bg_cv, &db->bg_mu);
+	pthread_mutex_lock(&db->bg_mu);
+	while (db->imm_busy && !db->bg_err && !db->stop) {
+		if (!t0) {
+			t0 = kv_now_ns();
+			atomic_fetch_add(&db->stalls, 1);
 		}
-		rc = db->bg_err ? db->bg_err : db->stop ? -ESHUTDOWN : 0;
-		pthread_mutex_unlock(&db->bg_mu);
-		if (t0)
-			atomic_fetch_add(&db->stall_ns, kv_now_ns() - t0);
-		if (rc)
-			return kv_fail(rc, "%s", kv_errmsg(rc));
-
-		pthread_rwlock_wrlock(&db->lsm);
-		if (kv_mt_has_room(db->active, 1 << 16)) { /* someone switched */
-			pthread_rwlock_unlock(&db->lsm);
-			return 0;
-		}
-		if (db->imm) { /* switched again, flush still running */
-			pthread_rwlock_unlock(&db->lsm);
-			continue;
-		}
-		struct kv_memtable *next = db->active == &db->mt[0] ? &db->mt[1] : &db->mt[0];
-
-		rc = kv_mt_reset(next); /* hpr_fault_in of the arena */
-		if (!rc)
-			rc = kv_log_rotate(&db->log, &db->active->last_log_gen);
-		if (!rc) {
-			db->imm = db->active;
-			db->active = next;
-			pthread_mutex_lock(&db->bg_mu);
-			db->imm_busy = true;
-			pthread_cond_broadcast(&db->bg_cv);
-			pthread_mutex_unlock(&db->bg_mu);
-		}
-		pthread_rwlock_unlock(&db->lsm);
-		return rc;
+		pthread_cond_wait(&db->bg_cv, &db->bg_mu);
 	}
+	rc = db->bg_err ? db->bg_err : db->stop ? -ESHUTDOWN : 0;
+	if (rc) /* the flusher's message, not just strerror */
+		kv_fail(rc, "%s", db->bg_err ? db->bg_msg : kv_errmsg(rc));
+	pthread_mutex_unlock(&db->bg_mu);
+	if (t0)
+		atomic_fetch_add(&db->stall_ns, kv_now_ns() - t0);
+	return rc;
+}
+
+static void set_sealed(struct kv_memtable *mt, bool sealed)
+{
+	pthread_mutex_lock(&mt->mu);
+	mt->sealed = sealed;
+	pthread_mutex_unlock(&mt->mu);
+}
+
+/*
+ * The active memtable is full: make it immutable and start a new one.
+ * Stalls while the previous immutable memtable is still being flushed.
+ *
+ * Only writers wait here. The slow steps -- faulting the next arena in
+ * (hpr_fault_in) and rotating the log, which waits for the batch in
+ * flight's fdatasync -- run under switch_mu alone; sealing the old
+ * memtable keeps appends out of the rotation instead of the lsm lock, which
+ * is taken for writing only to swap the two pointers.
+ */
+static int switch_memtable(struct kv_db *db)
+{
+	struct kv_memtable *old, *next;
+	bool switched;
+	int rc;
+
+	pthread_mutex_lock(&db->switch_mu);
+	old = db->active; /* only a switch changes it, and we hold switch_mu */
+	pthread_mutex_lock(&old->mu);
+	switched = kv_mt_has_room(old, 1 << 16); /* someone switched already */
+	pthread_mutex_unlock(&old->mu);
+	if (switched) {
+		pthread_mutex_unlock(&db->switch_mu);
+		return 0;
+	}
+	rc = wait_flush(db);
+	if (rc)
+		goto out;
+	/* the flush is done and imm is NULL: no reader can reach next */
+	next = old == &db->mt[0] ? &db->mt[1] : &db->mt[0];
+	rc = kv_mt_reset(next); /* hpr_fault_in of the arena */
+	if (rc)
+		goto out;
+	/* appenders that find old sealed come here and wait for switch_mu;
+	 * none is left in the log when rotate starts */
+	set_sealed(old, true);
+	rc = kv_log_rotate(&db->log, &old->last_log_gen);
+	if (rc) {
+		set_sealed(old, false);
+		goto out;
+	}
+	pthread_rwlock_wrlock(&db->lsm);
+	db->imm = old;
+	db->active = next;
+	pthread_rwlock_unlock(&db->lsm);
+	pthread_mutex_lock(&db->bg_mu);
+	db->imm_busy = true;
+	pthread_cond_broadcast(&db->bg_cv);
+	pthread_mutex_unlock(&db->bg_mu);
+out:
+	pthread_mutex_unlock(&db->switch_mu);
+	return rc;
 }
 
 int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64_t *seqp)
@@ -369,7 +507,7 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		pthread_rwlock_rdlock(&db->lsm);
 		mt = db->active;
 		pthread_mutex_lock(&mt->mu);
-		if (kv_mt_has_room(mt, len)) {
+		if (!mt->sealed && kv_mt_has_room(mt, len)) {
 			/* log and memtable in one critical section: seq order is
 			 * memtable order, and a switch (wrlock) sees neither half */
 			rc = kv_log_append(&db->log, key, val, len, &seq);
@@ -381,7 +519,11 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		}
 		pthread_mutex_unlock(&mt->mu);
 		pthread_rwlock_unlock(&db->lsm);
+		/* without the row lock: reads of this stripe's keys that miss
+		 * the cache must not wait for a switch (a flush, a fault-in) */
+		pthread_mutex_unlock(s);
 		rc = switch_memtable(db);
+		pthread_mutex_lock(s);
 		if (rc)
 			break;
 	}
@@ -408,22 +550,31 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 	pthread_mutex_t *s = stripe(db, key);
 	const struct kv_mt_node *n = NULL;
 	const void *val = NULL;
-	uint64_t seq = 0;
+	uint64_t seq = 0, durable;
 	uint32_t vlen = 0;
+	bool newer = false;
 	int rc = -ENOENT;
 
 	atomic_fetch_add_explicit(&db->gets, 1, memory_order_relaxed);
-	pthread_mutex_lock(s);
+	/* the row cache first, with no lock (rowcache.c): a hot key's reads
+	 * never queue behind a writer of its stripe. A put invalidates the
+	 * cache before it returns, so a hit is never older than an
+	 * acknowledged write. */
 	if (kv_rc_get(&db->cache, key, buf, cap, len, &seq)) {
-		pthread_mutex_unlock(s);
 		if (seqp)
 			*seqp = seq;
 		return 0;
 	}
+	pthread_mutex_lock(s);
+	/* No read sees a write before it is durable: versions newer than
+	 * the log's durable point are skipped. What is found under such a
+	 * version is not cached: the put invalidated the cache when it applied
+	 * the newer version, and the older one must not come back into it. */
+	durable = kv_log_durable(&db->log);
 	pthread_rwlock_rdlock(&db->lsm);
-	n = kv_mt_get(db->active, key);
+	n = kv_mt_get(db->active, key, durable, &newer);
 	if (!n && db->imm)
-		n = kv_mt_get(db->imm, key);
+		n = kv_mt_get(db->imm, key, durable, &newer);
 	if (n) {
 		val = kv_mt_value(n);
 		vlen = n->vlen;
@@ -456,7 +607,7 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 		}
 	}
 	pthread_rwlock_unlock(&db->lsm);
-	if (!rc)
+	if (!rc && !newer)
 		kv_rc_put(&db->cache, key, seq, buf, vlen);
 	pthread_mutex_unlock(s);
 	return rc;

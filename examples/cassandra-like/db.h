@@ -4,7 +4,10 @@
  * flush, compaction). Not part of the engine's API: use engine.h.
  *
  * Lock order: row stripe -> lsm rwlock -> memtable mu -> log mu, and
- * lsm -> bg_mu. Nobody takes lsm while holding bg_mu.
+ * lsm -> bg_mu. Nobody takes lsm while holding bg_mu. switch_mu comes
+ * first of all: a writer lets go of its row lock and lsm before it
+ * switches memtables, and the switch takes bg_mu, memtable mu, log mu and
+ * (briefly, for writing) lsm one at a time under it.
  */
 #ifndef KV_DB_H
 #define KV_DB_H
@@ -18,12 +21,15 @@ struct kv_db {
 	char dir[PATH_MAX];	/* data dir, resolved */
 	char mount[128];	/* "tmpfs huge=always", "ext4 (not tmpfs)" */
 	int lockfd;		/* flock on DIR/LOCK: one process per data dir */
+	char logdir[PATH_MAX];	/* the commit log's dir, resolved: dir by default */
+	int loglockfd;		/* flock on LOGDIR/LOCK when it is not dir */
 	struct kv_log log;
 	bool log_open;
 	struct kv_mem mtmem;	/* the memtable region: two halves */
 	struct kv_memtable mt[2];
 	struct kv_memtable *active, *imm; /* imm: being flushed, or NULL */
 	pthread_rwlock_t lsm;	/* guards active, imm, tables, ntables */
+	pthread_mutex_t switch_mu; /* one memtable switch at a time */
 	struct kv_sst **tables; /* newest first */
 	size_t ntables;
 	_Atomic uint64_t next_gen; /* file number of the next table */
@@ -36,6 +42,7 @@ struct kv_db {
 	pthread_cond_t bg_cv;
 	bool stop, imm_busy, compact_wanted, compacting;
 	int bg_err;		/* a failed flush: no more memtable switches */
+	char bg_msg[512];	/* bg_err's message, for the writers it stops */
 	int compact_err;	/* a failed compaction: no more compactions */
 	_Atomic uint64_t puts, gets, flushes, compactions, stalls, stall_ns;
 };

@@ -18,14 +18,31 @@
  *
  * Durability: a put is acknowledged only once its commit-log record is
  * fdatasync'ed. On open the log is replayed into the memtable, so a kill -9
- * loses no acknowledged write. Tables become visible only by rename after
+ * loses no acknowledged write. What "acknowledged" promises depends on
+ * where the files are. On tmpfs (the default: data dir and log both in
+ * the data dir) fsync and fdatasync are no-ops and nothing is on stable
+ * storage: an acknowledged write survives the death of the process (kill
+ * -9, a crash, OOM), not a host crash, reboot or power loss. For more, put
+ * the files on a disk: kv_opts.log_dir (--log-dir) moves the commit log to
+ * any directory, and with it on a disk the fdatasync is real; the tables
+ * are still on the data dir's tmpfs, though, and a flushed memtable's log
+ * segments are deleted, so only a data dir on a disk too (allow_disk,
+ * --allow-disk) makes every acknowledged write survive a host crash. No read sees a write before it is durable:
+ * a put's version enters the memtable when its record is appended, but
+ * readers skip versions newer than the log's durable sequence number (the
+ * guarantee of Cassandra's batch commit-log mode), and a batch whose write
+ * fails is cut off the log, so neither a read nor a reopen shows a write
+ * whose put failed. Tables become visible only by rename after
  * fsync, so a full disk (tmpfs size=) never leaves a half-written table.
  *
  * Concurrency: any number of threads may call kv_put/kv_get. Row locks
  * (striped by key hash) order writes to one key and keep the row cache
  * coherent; one lsm rwlock guards the set of memtables and tables, and
  * readers hold it for the whole lookup, so a table or memtable is freed
- * only after the writer that removed it had the lock exclusively.
+ * only after the writer that removed it had the lock exclusively. Readers
+ * never wait on a flush or a stalled writer: a row cache hit takes no lock
+ * at all, and the lsm lock is taken for writing only to swap pointers --
+ * never across a memtable fault-in, a log fdatasync or a table write.
  */
 #ifndef KV_ENGINE_H
 #define KV_ENGINE_H
@@ -38,6 +55,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- memory: an hpregion region or plain base-page memory (mem.c) ---- */
 
@@ -86,12 +104,17 @@ struct kv_log {
 	pthread_cond_t work, done;
 	char *buf, *spare; /* appenders fill buf; the syncer writes spare */
 	size_t len, cap, spare_cap;
-	uint64_t appended; /* last sequence number handed out */
-	uint64_t durable;  /* last sequence number fdatasync'ed */
+	uint64_t appended;	  /* last sequence number handed out */
+	_Atomic uint64_t durable; /* last sequence number fdatasync'ed */
+	off_t synced_off;	  /* the segment's length after the last good batch */
 	bool syncing, stop;
 	int err; /* sticky: after a failed write nothing more is acknowledged */
+	char errmsg[256]; /* err's message, for the client threads (kv_fail) */
 	pthread_t syncer;
 	uint64_t batches, synced_bytes;
+	/* tests only: the syncer calls hook(hook_arg) before it writes a batch */
+	void (*hook)(void *arg);
+	void *hook_arg;
 };
 
 typedef int (*kv_replay_fn)(uint64_t key, uint64_t seq, const void *val, uint32_t len,
@@ -100,11 +123,17 @@ typedef int (*kv_replay_fn)(uint64_t key, uint64_t seq, const void *val, uint32_
  * seq > min_seq. *max_gen / *max_seq: highest segment and sequence seen. */
 int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg,
 		  uint64_t *max_gen, uint64_t *max_seq, uint64_t *torn_bytes);
-int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq);
+int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq,
+		void (*hook)(void *arg), void *hook_arg);
 void kv_log_close(struct kv_log *l);
 /* Append a record; assigns and returns its sequence number in *seq. */
 int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
 		  uint64_t *seq);
+/* The last durable sequence number: readers skip anything newer (db.c). */
+static inline uint64_t kv_log_durable(struct kv_log *l)
+{
+	return atomic_load_explicit(&l->durable, memory_order_acquire);
+}
 /* Wait until seq is durable: 0, or the log's sticky write error. */
 int kv_log_wait(struct kv_log *l, uint64_t seq);
 /* Start a new segment once everything so far is durable; *old_gen = the
@@ -112,6 +141,8 @@ int kv_log_wait(struct kv_log *l, uint64_t seq);
 int kv_log_rotate(struct kv_log *l, uint64_t *old_gen);
 /* Remove segments with gen <= upto (their records are in tables now). */
 void kv_log_drop(const char *dir, uint64_t upto);
+/* How many log segments dir holds (0 when it cannot be listed). */
+size_t kv_log_segments(const char *dir);
 
 /* ---- memtable (memtable.c) ---- */
 
@@ -130,6 +161,7 @@ struct kv_memtable {
 	char *base;
 	struct kv_mt_node *head;
 	pthread_mutex_t mu; /* writers; readers take no lock */
+	bool sealed;	    /* being switched out: no more writes (under mu) */
 	_Atomic int height;
 	uint64_t rng;
 	_Atomic uint64_t entries;
@@ -144,8 +176,10 @@ bool kv_mt_has_room(const struct kv_memtable *mt, uint32_t vlen);
 /* caller holds mt->mu and checked kv_mt_has_room() */
 void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void *val,
 		  uint32_t vlen);
-/* newest version of key, or NULL; lock-free */
-const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key);
+/* Newest version of key with seq <= upto, or NULL; lock-free. *newer is
+ * set when a version newer than upto was skipped (a write not yet durable). */
+const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key, uint64_t upto,
+				   bool *newer);
 static inline const void *kv_mt_value(const struct kv_mt_node *n)
 {
 	return (const char *)n + sizeof(*n) + n->height * sizeof(n->next[0]);
@@ -239,11 +273,13 @@ struct kv_rowcache {
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
 	       enum kv_backing b, const char *dir);
 void kv_rc_destroy(struct kv_rowcache *rc);
-/* The caller holds the row lock of key: kv_db_stripe(key). */
+/* Lock-free (a seqlock-style copy): a hit is an intact row that was in
+ * the cache during the call. */
 bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap,
 	       uint32_t *len, uint64_t *seq);
 void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val,
 	       uint32_t len);
+/* kv_rc_put and kv_rc_invalidate: the caller holds the row lock of key */
 void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 
 /* ---- the database (db.c) ---- */
@@ -251,6 +287,7 @@ void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 struct kv_opts {
 	const char *data_dir;
 	const char *region_dir;	    /* tmpfs huge= dir for SHMEM regions; NULL: data_dir */
+	const char *log_dir;	    /* the commit log's dir, any file system; NULL: data_dir */
 	enum kv_backing cache_backing;
 	enum kv_backing memtable_backing;
 	size_t cache_bytes;	    /* row cache size */
@@ -259,6 +296,10 @@ struct kv_opts {
 	unsigned compact_min;	    /* tables merged at once (size-tiered); 0: 4 */
 	bool allow_disk;	    /* data dir not on tmpfs: warn instead of fail */
 	bool quiet;
+	/* tests only: called by the commit-log syncer before it writes each
+	 * batch, with no lock held (tests/cass_*.c stall the syncer here) */
+	void (*log_hook)(void *arg);
+	void *log_hook_arg;
 };
 
 struct kv_stats {

@@ -163,7 +163,7 @@ void *kv__flusher_main(void *arg)
 		if (!rc) {
 			/* its records are in the table now: drop their log
 			 * segments and give the arena back */
-			kv_log_drop(db->dir, mt->last_log_gen);
+			kv_log_drop(db->logdir, mt->last_log_gen);
 			kv_mt_release(mt);
 			atomic_fetch_add(&db->flushes, 1);
 		} else {
@@ -171,10 +171,12 @@ void *kv__flusher_main(void *arg)
 			     kv_errmsg(rc));
 		}
 		pthread_mutex_lock(&db->bg_mu);
-		if (rc)
+		if (rc) {
 			db->bg_err = rc;
-		else
+			snprintf(db->bg_msg, sizeof(db->bg_msg), "%s", kv_errmsg(rc));
+		} else {
 			db->imm_busy = false;
+		}
 		db->compact_wanted = !rc;
 		pthread_cond_broadcast(&db->bg_cv);
 	}

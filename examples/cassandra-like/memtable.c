@@ -12,6 +12,11 @@
  * fully written before a release store links it in, and readers follow
  * links with acquire loads.
  *
+ * A node is linked in as soon as its commit-log record is appended, before
+ * the record is durable; kv_mt_get() skips versions newer than the log's
+ * durable sequence number, so no read returns a write that is not yet
+ * acknowledged (and may never be, if the log write fails).
+ *
  * This is where huge pages pay most: every insert and every lookup chases
  * ~log2(n) pointers scattered over the whole arena -- one TLB miss each
  * with 4 KiB pages once the arena is bigger than the TLB's reach.
@@ -55,6 +60,7 @@ int kv_mt_reset(struct kv_memtable *mt)
 	atomic_store(&mt->entries, 0);
 	mt->min_seq = mt->max_seq = 0;
 	mt->last_log_gen = 0;
+	mt->sealed = false;
 	return 0;
 }
 
@@ -121,7 +127,8 @@ void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void
 	atomic_fetch_add_explicit(&mt->entries, 1, memory_order_relaxed);
 }
 
-const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key)
+const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key, uint64_t upto,
+				   bool *newer)
 {
 	const struct kv_mt_node *x = mt->head, *nx = NULL;
 
@@ -129,6 +136,11 @@ const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key)
 	     lvl--) {
 		while ((nx = next_of(x, lvl)) && nx->key < key)
 			x = nx;
+	}
+	/* a key's versions are newest first: skip those not yet durable */
+	while (nx && nx->key == key && nx->seq > upto) {
+		*newer = true;
+		nx = next_of(nx, 0);
 	}
 	return nx && nx->key == key ? nx : NULL;
 }

@@ -85,6 +85,10 @@ const char *wl_name(char w)
 		return "A (50% read, 50% update)";
 	case 'b':
 		return "B (95% read, 5% update)";
+	case 'c':
+		return "C (100% read)";
+	case 'f':
+		return "F (50% read, 50% RMW)";
 	case 'u':
 		return "U (5% read, 95% update)";
 	}
@@ -93,7 +97,8 @@ const char *wl_name(char w)
 
 void print_run_header(void)
 {
-	printf("\nruns (load: 100%% insert; A: 50%% read, 50%% update; B: 95/5; U: 5/95)\n"
+	printf("\nruns (load: 100%% insert; A: 50%% read, 50%% update; B: 95/5; C: 100/0; "
+	       "F: 50%% read, 50%% read-modify-write; U: 5/95)\n"
 	       "latencies in us; cache, memt, tables: %% of the resident memory that is "
 	       "huge-mapped (smaps)\n");
 	printf("%-5s %-4s %9s %9s %9s %9s %9s %6s %5s %6s %5s %7s %8s\n", "pages", "run", "ops/s",
@@ -166,15 +171,15 @@ static int aggregate(const char *variant, char w, double *ops_s, struct hist h[N
  * run that a neighbour on the machine slowed down. */
 static int pair_ratios(char w, double *median, double *lo, double *hi)
 {
-	double hu[16], ba[16], r[16];
+	double hu[MAX_RUNS], ba[MAX_RUNS], r[MAX_RUNS];
 	int nh = 0, nb = 0, n;
 
 	for (int i = 0; i < nresults; i++) {
 		if (results[i].workload != w)
 			continue;
-		if (!strcmp(results[i].variant, "huge") && nh < 16)
+		if (!strcmp(results[i].variant, "huge") && nh < MAX_RUNS)
 			hu[nh++] = results[i].ops_s;
-		else if (!strcmp(results[i].variant, "base") && nb < 16)
+		else if (!strcmp(results[i].variant, "base") && nb < MAX_RUNS)
 			ba[nb++] = results[i].ops_s;
 	}
 	n = nh < nb ? nh : nb;
@@ -272,10 +277,11 @@ void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
 /* The machine-readable summary (in the --json file): one JSON object. */
 void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
 {
-	fprintf(f, "{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"
-	       "\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,\"runs\":[",
-	       opt.records, NFIELDS, opt.fieldlen, opt.threads, opt.zipf ? "zipfian" : "uniform",
-	       opt.cache_mb, opt.memtable_mb);
+	fprintf(f,
+		"{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"
+		"\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,\"runs\":[",
+		opt.records, NFIELDS, opt.fieldlen, opt.threads, ycsb_dist_name(opt.dist),
+		opt.cache_mb, opt.memtable_mb);
 	for (int i = 0; i < nresults; i++) {
 		const struct run_result *r = &results[i];
 
@@ -286,6 +292,8 @@ void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
 		json_hist(f, &r->h[OP_READ]);
 		fprintf(f, ",\"update\":");
 		json_hist(f, &r->h[OP_UPDATE]);
+		fprintf(f, ",\"rmw\":");
+		json_hist(f, &r->h[OP_RMW]);
 		fprintf(f, ",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
 		       "\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
 		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f,"

@@ -21,8 +21,10 @@
  *
  * Locking: the index is striped exactly like the database's row locks
  * (bucket = hash & (nbuckets-1), stripe = hash & (nstripes-1), nstripes
- * divides nbuckets), so a caller holding key's row lock owns its bucket.
- * Frame space is handed out under alloc_mu. A reader copies a row, then
+ * divides nbuckets), so a writer (kv_rc_put, kv_rc_invalidate) holding
+ * key's row lock owns its bucket. Frame space is handed out under
+ * alloc_mu. Readers take no lock: a slot's location is published with a
+ * release store after its row is written; a reader copies the row, then
  * re-checks the frame's generation (seqlock style): if the frame was
  * evicted and refilled meanwhile, the copy is discarded as a miss.
  */
@@ -141,9 +143,12 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 	struct kv_rc_slot *s = bucket_of(rc, key);
 
 	for (int i = 0; i < KV_RC_WAYS; i++) {
-		uint64_t loc = atomic_load_explicit(&s[i].loc, memory_order_relaxed);
+		/* acquire: pairs with kv_rc_put's release, so the row behind a
+		 * loc we see is written */
+		uint64_t loc = atomic_load_explicit(&s[i].loc, memory_order_acquire);
 		const struct rc_row *row;
-		uint32_t gen;
+		uint64_t rkey, rseq;
+		uint32_t gen, rlen;
 		size_t f, off;
 
 		if (atomic_load_explicit(&s[i].key, memory_order_relaxed) != key ||
@@ -151,16 +156,23 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 			continue;
 		unpack(loc, &gen, &f, &off);
 		row = (const struct rc_row *)(frame_base(rc, f) + off);
-		if (row->key != key || row->len > cap)
+		/* The frame may be evicted and refilled while we copy (seqlock
+		 * style): read each header field once, keep the copy inside the
+		 * frame whatever the length says, and believe nothing until the
+		 * generation is checked again below. */
+		rkey = __atomic_load_n(&row->key, __ATOMIC_RELAXED);
+		rseq = __atomic_load_n(&row->seq, __ATOMIC_RELAXED);
+		rlen = __atomic_load_n(&row->len, __ATOMIC_RELAXED);
+		if (rkey != key || rlen > cap || off + sizeof(*row) + rlen > rc->frame_size)
 			break;
-		*len = row->len;
-		*seq = row->seq;
-		memcpy(buf, row + 1, row->len);
+		memcpy(buf, row + 1, rlen);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&rc->frames[f].gen, memory_order_relaxed) != gen) {
 			atomic_fetch_add_explicit(&rc->torn, 1, memory_order_relaxed);
 			break; /* evicted while we copied */
 		}
+		*len = rlen;
+		*seq = rseq;
 		atomic_fetch_add_explicit(&rc->hits, 1, memory_order_relaxed);
 		return true;
 	}
@@ -221,9 +233,10 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 	off = rc->frames[rc->cur].used;
 	rc->frames[rc->cur].used += (uint32_t)need;
 	row = (struct rc_row *)(frame_base(rc, rc->cur) + off);
-	row->key = key;
-	row->seq = seq;
-	row->len = len;
+	/* the header as a reader loads it: one access per field */
+	__atomic_store_n(&row->key, key, __ATOMIC_RELAXED);
+	__atomic_store_n(&row->seq, seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&row->len, len, __ATOMIC_RELAXED);
 	memcpy(row + 1, val, len);
 	loc = pack(atomic_load(&rc->frames[rc->cur].gen), rc->cur, off);
 	/* copied under the lock so the frame cannot be recycled mid-copy */
@@ -241,7 +254,8 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 	if (!victim) /* bucket full of live rows: replace one at random */
 		victim = &s[(kv_hash64(seq) >> 7) % KV_RC_WAYS];
 	atomic_store_explicit(&victim->key, key, memory_order_relaxed);
-	atomic_store_explicit(&victim->loc, loc, memory_order_relaxed);
+	/* release: a reader that sees loc sees the row (and the key) */
+	atomic_store_explicit(&victim->loc, loc, memory_order_release);
 	atomic_fetch_add_explicit(&rc->inserts, 1, memory_order_relaxed);
 }
 
@@ -251,5 +265,5 @@ void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key)
 
 	for (int i = 0; i < KV_RC_WAYS; i++)
 		if (atomic_load_explicit(&s[i].key, memory_order_relaxed) == key)
-			atomic_store_explicit(&s[i].loc, 0, memory_order_relaxed);
+			atomic_store_explicit(&s[i].loc, 0, memory_order_release);
 }

@@ -81,11 +81,15 @@ static __thread int errcode;
 
 int kv_fail(int err, const char *fmt, ...)
 {
+	char msg[sizeof(errbuf)];
 	va_list ap;
 
+	/* through a copy: callers pass kv_errmsg() on as an argument, and
+	 * vsnprintf must not read the buffer it writes */
 	va_start(ap, fmt);
-	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(errbuf, msg, sizeof(errbuf));
 	errcode = err;
 	return err;
 }

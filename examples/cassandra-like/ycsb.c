@@ -4,10 +4,12 @@
  *
  *   cassandra-like --data DIR [--base-data DIR2] [options]
  *
- * Load phase (insert every record), then run phases: workload A (50 %
- * read / 50 % update), B (95 / 5) and U, the seed experiment's update-heavy
- * mix (5 / 95), with N client threads, zipfian or uniform keys, records of
- * 20 fields. Prints YCSB-like progress lines (--status), a table row per
+ * Load phase (insert every record), then run phases: YCSB's workloads A
+ * (50 % read / 50 % update), B (95 / 5), C (read only) and F (50 % read /
+ * 50 % read-modify-write), and U, the seed experiment's update-heavy mix
+ * (5 / 95), with N client threads, keys from YCSB's generators (zipfian:
+ * YCSB's scrambled zipfian; uniform, latest, hotspot: generator.c), records
+ * of 20 fields. Prints YCSB-like progress lines (--status), a table row per
  * run (throughput, p50/p99 latency, huge-page coverage) and a summary
  * table; --json FILE gets everything, p99.9 and engine counters included.
  *
@@ -44,7 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const op_name[NOPS] = { "READ", "UPDATE" };
+const char *const op_name[NOPS] = { "READ", "UPDATE", "READ-MODIFY-WRITE" };
 
 /* ---- options ---- */
 
@@ -57,58 +59,27 @@ struct ycsb_opts opt = {
 	.status = 10,
 	.seconds = 10,
 	.workloads = "a,b,u",
-	.zipf = true,
+	.dist = DIST_ZIPFIAN,
 	.cache_mb = 128,
 	.memtable_mb = 64,
 };
 
-/* ---- key choosers: YCSB's scrambled zipfian (theta .99) and uniform ---- */
+/* ---- key choosers: YCSB's generators (generator.c) ---- */
 
-static struct {
-	double theta, zetan, alpha, eta, zeta2;
-	uint64_t n;
-} zipf;
-
-static void zipf_init(uint64_t n)
-{
-	double z = 0;
-
-	zipf.theta = 0.99;
-	zipf.n = n;
-	for (uint64_t i = 1; i <= n; i++)
-		z += 1.0 / pow((double)i, zipf.theta);
-	zipf.zetan = z;
-	zipf.zeta2 = 1.0 + 1.0 / pow(2.0, zipf.theta);
-	zipf.alpha = 1.0 / (1.0 - zipf.theta);
-	zipf.eta = (1.0 - pow(2.0 / (double)n, 1.0 - zipf.theta)) /
-		   (1.0 - zipf.zeta2 / zipf.zetan);
-}
+static struct ycsb_gen keygen;
 
 static double urand(uint64_t *s)
 {
 	return (double)(kv_rand(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+static uint64_t load_key(uint64_t i);
+
+/* The generators draw YCSB key numbers: the position in the insert
+ * order. The load inserted key number i as key load_key(i). */
 static uint64_t next_key(uint64_t *s)
 {
-	uint64_t rank;
-	double u, uz;
-
-	if (!opt.zipf)
-		return kv_rand(s) % opt.records;
-	u = urand(s);
-	uz = u * zipf.zetan;
-	if (uz < 1.0)
-		rank = 0;
-	else if (uz < 1.0 + pow(0.5, zipf.theta))
-		rank = 1;
-	else
-		rank = (uint64_t)((double)zipf.n *
-				  pow(zipf.eta * u - zipf.eta + 1.0, zipf.alpha));
-	if (rank >= zipf.n)
-		rank = zipf.n - 1;
-	/* scramble, so the hot keys are spread over the key space */
-	return kv_hash64(rank ^ 0xfeedfacecafebeefull) % opt.records;
+	return load_key(ycsb_gen_next(&keygen, s));
 }
 
 /* ---- values: 20 fields, self-checking ---- */
@@ -165,7 +136,7 @@ static uint64_t minor_faults(void)
 	return (uint64_t)ru.ru_minflt;
 }
 
-struct run_result results[64];
+struct run_result results[MAX_RUNS];
 int nresults;
 
 _Atomic uint64_t verify_reads, verify_errors;
@@ -180,7 +151,8 @@ struct client {
 	struct variant *v;
 	bool load;
 	uint64_t lo, hi; /* load: index range */
-	double read_prop;
+	double read_prop; /* the rest are updates, or (rmw) read-modify-writes */
+	bool rmw;
 	uint64_t rng;
 	struct hist h[NOPS];
 	_Atomic uint64_t count[NOPS], sum_ns[NOPS];
@@ -267,6 +239,13 @@ static uint64_t load_key(uint64_t i)
 	return (uint64_t)(((unsigned __int128)i * p) % opt.records);
 }
 
+static void note_op(struct client *c, int op, uint64_t dt)
+{
+	hist_add(&c->h[op], dt);
+	atomic_fetch_add_explicit(&c->count[op], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->sum_ns[op], dt, memory_order_relaxed);
+}
+
 static void *client_main(void *arg)
 {
 	struct client *c = arg;
@@ -290,10 +269,25 @@ static void *client_main(void *arg)
 			    atomic_fetch_sub_explicit(&ops_left, 1, memory_order_relaxed) <= 0)
 				break;
 			key = next_key(&c->rng);
-			op = urand(&c->rng) < c->read_prop ? OP_READ : OP_UPDATE;
+			op = urand(&c->rng) < c->read_prop ? OP_READ : c->rmw ? OP_RMW : OP_UPDATE;
 		}
 		t0 = kv_now_ns();
-		rc = op == OP_READ ? do_read(c, key, buf) : do_update(c, key, buf);
+		if (op == OP_RMW) {
+			/* YCSB's doTransactionReadModifyWrite: read the row, write
+			 * it back changed; each half counts on its own too */
+			uint64_t t1;
+
+			rc = do_read(c, key, buf);
+			t1 = kv_now_ns();
+			if (!rc) {
+				note_op(c, OP_READ, t1 - t0);
+				rc = do_update(c, key, buf);
+			}
+			if (!rc)
+				note_op(c, OP_UPDATE, kv_now_ns() - t1);
+		} else {
+			rc = op == OP_READ ? do_read(c, key, buf) : do_update(c, key, buf);
+		}
 		dt = kv_now_ns() - t0;
 		if (rc) {
 			c->err = rc;
@@ -302,9 +296,7 @@ static void *client_main(void *arg)
 			atomic_store(&stop_run, true);
 			break;
 		}
-		hist_add(&c->h[op], dt);
-		atomic_fetch_add_explicit(&c->count[op], 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&c->sum_ns[op], dt, memory_order_relaxed);
+		note_op(c, op, dt);
 	}
 	free(buf);
 	return NULL;
@@ -324,7 +316,7 @@ static void progress_line(struct variant *v, struct client *cl, double secs,
 			cnt[o] += atomic_load_explicit(&cl[t].count[o], memory_order_relaxed);
 			sum[o] += atomic_load_explicit(&cl[t].sum_ns[o], memory_order_relaxed);
 		}
-	tot = cnt[0] + cnt[1];
+	tot = cnt[OP_READ] + cnt[OP_UPDATE] - cnt[OP_RMW]; /* an RMW is one operation */
 	kv_db_stats(v->db, &st);
 	if (st.prefault_total && st.prefault_done < st.prefault_total)
 		snprintf(pf, sizeof(pf), " [cache prefault %zu%% of %zu MiB]",
@@ -367,7 +359,13 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 		c->load = load;
 		c->lo = load ? opt.records * t / opt.threads : 0;
 		c->hi = load ? opt.records * (t + 1) / opt.threads : 0;
-		c->read_prop = workload == 'a' ? 0.5 : workload == 'b' ? 0.95 : 0.05;
+		/* YCSB's core workloads A, B, C, F, and U, the seed's mix */
+		c->read_prop = workload == 'a' ? 0.5 :
+			       workload == 'b' ? 0.95 :
+			       workload == 'c' ? 1.0 :
+			       workload == 'f' ? 0.5 :
+						 0.05;
+		c->rmw = workload == 'f';
 		c->rng = kv_hash64(t0 ^ (t + 1) * 0x9e3779b97f4a7c15ull) | 1;
 		if (pthread_create(&c->thr, NULL, client_main, c)) {
 			c->joined = true;
@@ -410,7 +408,7 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 			err = cl[t].err;
 	}
 	res->secs = (double)(kv_now_ns() - t0) / 1e9;
-	res->ops = res->h[0].n + res->h[1].n;
+	res->ops = res->h[OP_READ].n + res->h[OP_UPDATE].n - res->h[OP_RMW].n;
 	res->ops_s = (double)res->ops / res->secs;
 	res->minflt = minor_faults() - res->minflt;
 	kv_db_stats(v->db, &res->st1);
@@ -435,6 +433,16 @@ static int open_variant(struct variant *v, bool huge)
 	o.memtable_bytes = opt.memtable_mb << 20;
 	o.row_hint = value_len();
 	o.allow_disk = opt.allow_disk;
+	if (opt.log_dir) {
+		/* one log dir per database: DIR/huge, DIR/base */
+		snprintf(v->logdir, sizeof(v->logdir), "%s/%s", opt.log_dir, v->name);
+		if (mkdir(v->logdir, 0755) && errno != EEXIST) {
+			fprintf(stderr, "cassandra-like: cannot create %s: %s\n", v->logdir,
+				strerror(errno));
+			return -errno;
+		}
+		o.log_dir = v->logdir;
+	}
 	rc = kv_open(&o, &v->db);
 	if (rc) {
 		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n",
@@ -547,12 +555,16 @@ static void usage(void)
 		"                      workload on 4 KiB pages and print both side by side\n"
 		"  --pages huge|base   which run --data is for when there is no --base-data\n"
 		"  --region-dir DIR    where SHMEM regions live (default: the data dir)\n"
+		"  --log-dir DIR       the commit log in DIR/huge, DIR/base (default: the data\n"
+		"                      dir): on a disk, its fdatasync is real (README: Durability)\n"
 		"  --cache-backend shmem|memfd|thp   row cache region (default shmem on tmpfs)\n"
 		"  --memtable-backend shmem|memfd|thp  memtable region (default thp)\n"
 		"  --records N (100000)  --fieldlen BYTES (100)  --threads N (20)\n"
-		"  --workloads a,b,u   A 50/50, B 95/5 read/update, U 5/95 (the seed's mix)\n"
+		"  --workloads a,b,u   YCSB's A 50/50, B 95/5 read/update, C read only, F 50 %%\n"
+		"                      read, 50 %% read-modify-write; U 5/95 (the seed's mix)\n"
 		"  --seconds S (10) | --ops N   length of each run\n"
-		"  --dist zipfian|uniform  --repeat N\n"
+		"  --dist zipfian|uniform|latest|hotspot  YCSB's requestdistribution (zipfian:\n"
+		"                      its scrambled zipfian)  --repeat N\n"
 		"  --status SECONDS    a progress line every SECONDS (10; 0: none)\n"
 		"  --cache-mb M (128)  --memtable-mb M (64)\n"
 		"  --verify            check every read against the last acknowledged write\n"
@@ -648,78 +660,268 @@ static void bench_unmount(void)
 	rmdir(bench_dir);
 }
 
-int main(int argc, char **argv)
-{
-	static const struct option lo[] = {
-		{ "data", 1, 0, 'd' },	      { "base-data", 1, 0, 'D' },
-		{ "pages", 1, 0, 'P' },	      { "region-dir", 1, 0, 'R' },
-		{ "cache-backend", 1, 0, 'C' }, { "memtable-backend", 1, 0, 'M' },
-		{ "records", 1, 0, 'n' },     { "fieldlen", 1, 0, 'f' },
-		{ "threads", 1, 0, 't' },     { "workloads", 1, 0, 'w' },
-		{ "seconds", 1, 0, 's' },     { "ops", 1, 0, 'o' },
-		{ "dist", 1, 0, 'z' },	      { "repeat", 1, 0, 'r' },
-		{ "status", 1, 0, 'i' },      { "cache-mb", 1, 0, 'c' },
-		{ "memtable-mb", 1, 0, 'm' }, { "verify", 0, 0, 'V' },
-		{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
-		{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
-		{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
-		{ "help", 0, 0, 'h' },	      { 0, 0, 0, 0 },
-	};
+/* ---- main, in steps ---- */
+
+static const struct option long_opts[] = {
+	{ "data", 1, 0, 'd' },	      { "base-data", 1, 0, 'D' },
+	{ "pages", 1, 0, 'P' },	      { "region-dir", 1, 0, 'R' },
+	{ "cache-backend", 1, 0, 'C' }, { "memtable-backend", 1, 0, 'M' },
+	{ "records", 1, 0, 'n' },     { "fieldlen", 1, 0, 'f' },
+	{ "threads", 1, 0, 't' },     { "workloads", 1, 0, 'w' },
+	{ "seconds", 1, 0, 's' },     { "ops", 1, 0, 'o' },
+	{ "dist", 1, 0, 'z' },	      { "repeat", 1, 0, 'r' },
+	{ "status", 1, 0, 'i' },      { "cache-mb", 1, 0, 'c' },
+	{ "memtable-mb", 1, 0, 'm' }, { "verify", 0, 0, 'V' },
+	{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
+	{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
+	{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
+	{ "log-dir", 1, 0, 'L' },     { "help", 0, 0, 'h' },
+	{ 0, 0, 0, 0 },
+};
+
+/* what main works on: the databases and the workloads, in order */
+struct driver {
 	struct variant vs[2];
-	int nv = 0, c, rc = 0;
-	const char *pages = NULL;
+	int nv;
+	const char *pages; /* --pages */
 	char wls[16];
-	size_t nwl = 0;
+	size_t nwl;
+};
 
-	bool bench = argc > 1 && !strcmp(argv[1], "bench");
+/* The value of --name as a whole number in [lo, hi]; anything else (a
+ * sign, a suffix, out of range) ends the program with exit 2 and says why. */
+static uint64_t num_opt(const char *name, const char *s, uint64_t lo, uint64_t hi)
+{
+	unsigned long long v;
+	char *end;
 
-	if (bench) {
-		/* the benchmark's sizes (--quick: a smoke run for CI); options
-		 * given after them still win */
-		bool quick = false;
-
-		for (int i = 2; i < argc; i++)
-			quick |= !strcmp(argv[i], "--quick");
-		argv[1] = argv[0];
-		argv++;
-		argc--;
-		opt.threads = 20;
-		opt.records = quick ? 20000 : 400000;
-		opt.seconds = quick ? 2 : 15;
-		opt.repeat = quick ? 1 : 3;
-		opt.status = quick ? 1 : 5;
-		opt.cache_mb = quick ? 32 : 512;
-		opt.memtable_mb = quick ? 8 : 64;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (!*s || strchr(s, '-') || *end || errno || v < lo || v > hi) {
+		fprintf(stderr,
+			"cassandra-like: --%s %s: want a whole number from %" PRIu64 " to %" PRIu64
+			"\n",
+			name, s, lo, hi);
+		exit(2);
 	}
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	return v;
+}
+
+/* `cassandra-like bench ...`: the benchmark's sizes (--quick: a smoke run
+ * for CI), which options given after them still override; drops "bench"
+ * from argv. */
+static bool bench_defaults(int *argc, char ***argv)
+{
+	bool quick = false;
+
+	if (*argc < 2 || strcmp((*argv)[1], "bench"))
+		return false;
+	for (int i = 2; i < *argc; i++)
+		quick |= !strcmp((*argv)[i], "--quick");
+	(*argv)[1] = (*argv)[0];
+	(*argv)++;
+	(*argc)--;
+	opt.threads = 20;
+	opt.records = quick ? 20000 : 400000;
+	opt.seconds = quick ? 2 : 15;
+	opt.repeat = quick ? 1 : 3;
+	opt.status = quick ? 1 : 5;
+	opt.cache_mb = quick ? 32 : 512;
+	opt.memtable_mb = quick ? 8 : 64;
+	return true;
+}
+
+static void parse_options(int argc, char **argv, struct driver *d)
+{
+	char *end;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': opt.data = optarg; break;
 		case 'D': opt.base_data = optarg; break;
-		case 'P': pages = optarg; break;
+		case 'P': d->pages = optarg; break;
 		case 'R': opt.region_dir = optarg; break;
+		case 'L': opt.log_dir = optarg; break;
 		case 'C': opt.cache_b = parse_backing(optarg); opt.cache_b_set = true; break;
 		case 'M': opt.mt_b = parse_backing(optarg); break;
-		case 'n': opt.records = strtoull(optarg, NULL, 0); break;
-		case 'f': opt.fieldlen = (unsigned)atoi(optarg); break;
-		case 't': opt.threads = (unsigned)atoi(optarg); break;
+		case 'n': opt.records = num_opt("records", optarg, 1, UINT32_MAX); break;
+		/* 20 fields: a value of 40 B to 64 KiB */
+		case 'f': opt.fieldlen = (unsigned)num_opt("fieldlen", optarg, 2, 3276); break;
+		case 't': opt.threads = (unsigned)num_opt("threads", optarg, 1, MAX_THREADS); break;
 		case 'w': snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg); break;
-		case 's': opt.seconds = atof(optarg); break;
-		case 'o': opt.ops = strtoull(optarg, NULL, 0); break;
-		case 'z': opt.zipf = strcmp(optarg, "uniform") != 0; break;
-		case 'r': opt.repeat = (unsigned)atoi(optarg); break;
-		case 'i': opt.status = (unsigned)atoi(optarg); break;
-		case 'c': opt.cache_mb = strtoull(optarg, NULL, 0); break;
-		case 'm': opt.memtable_mb = strtoull(optarg, NULL, 0); break;
+		case 's':
+			opt.seconds = strtod(optarg, &end);
+			if (*end || !(opt.seconds > 0 && opt.seconds <= 86400)) {
+				fprintf(stderr,
+					"cassandra-like: --seconds %s: want a time in seconds, "
+					"more than 0 and at most a day\n",
+					optarg);
+				exit(2);
+			}
+			break;
+		case 'o': opt.ops = num_opt("ops", optarg, 0, INT64_MAX); break;
+		case 'z':
+			if (!ycsb_dist_from_name(optarg, &opt.dist)) {
+				fprintf(stderr,
+					"cassandra-like: --dist %s: want zipfian, uniform, "
+					"latest or hotspot\n",
+					optarg);
+				exit(2);
+			}
+			break;
+		case 'r': opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS); break;
+		case 'i': opt.status = (unsigned)num_opt("status", optarg, 0, 86400); break;
+		case 'c': opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20); break;
+		case 'm': opt.memtable_mb = num_opt("memtable-mb", optarg, 1, 1 << 16); break;
 		case 'V': opt.verify = true; break;
 		case 'a': opt.acklog = optarg; break;
 		case 'k': opt.check = optarg; break;
 		case 'N': opt.no_load = true; break;
 		case 'A': opt.allow_disk = true; break;
 		case 'j': opt.json = optarg; break;
-		case 'q': break; /* bench: handled above */
+		case 'q': break; /* bench: handled by bench_defaults */
 		default: usage();
 		}
 	}
+}
+
+/* The workload letters, the run count, and the cache's backing. */
+static void check_options(struct driver *d)
+{
+	int nv = opt.base_data ? 2 : 1, runs;
+
+	for (const char *p = opt.workloads; *p && d->nwl < sizeof(d->wls); p++)
+		if (strchr("abcfu", *p | 0x20))
+			d->wls[d->nwl++] = (char)(*p | 0x20);
+		else if (*p != ',')
+			usage();
+	/* every run keeps its result until the summary: refuse, rather than
+	 * drop, what does not fit */
+	runs = (opt.no_load ? 0 : nv) + (int)(d->nwl * opt.repeat) * nv;
+	if (runs > MAX_RUNS) {
+		fprintf(stderr,
+			"cassandra-like: %zu workload(s) x --repeat %u x %d page size(s)%s make "
+			"%d runs, at most %d: lower --repeat or run fewer workloads\n",
+			d->nwl, opt.repeat, nv, opt.no_load ? "" : " plus the load", runs,
+			MAX_RUNS);
+		exit(2);
+	}
+	if (!opt.cache_b_set) {
+		/* a SHMEM region's file goes to the region dir, which must be
+		 * on a tmpfs huge= mount; elsewhere use a memfd */
+		char m[128];
+
+		opt.cache_b = KV_MEM_MEMFD;
+		if (!kv_check_dir(opt.region_dir ? opt.region_dir : opt.data, false, m,
+				  sizeof(m)) &&
+		    strcmp(m, "tmpfs huge=never"))
+			opt.cache_b = KV_MEM_SHMEM;
+	}
+}
+
+/* the variants (huge pages and/or base pages), opened */
+static int open_variants(struct driver *d)
+{
+	if (opt.base_data) {
+		d->vs[d->nv++] = (struct variant){ .name = "huge", .dir = opt.data };
+		d->vs[d->nv++] = (struct variant){ .name = "base", .dir = opt.base_data };
+	} else if (d->pages && !strcmp(d->pages, "base")) {
+		d->vs[d->nv++] = (struct variant){ .name = "base", .dir = opt.data };
+	} else {
+		d->vs[d->nv++] = (struct variant){ .name = "huge", .dir = opt.data };
+	}
+	for (int i = 0; i < d->nv; i++) {
+		if (open_variant(&d->vs[i], !strcmp(d->vs[i].name, "huge")))
+			return 2;
+		if (opt.verify) {
+			d->vs[i].acked = calloc(opt.records, sizeof(*d->vs[i].acked));
+			if (!d->vs[i].acked)
+				return 2;
+		}
+	}
+	return 0;
+}
+
+/* the load, then each workload --repeat times on every variant */
+static int run_phases(struct driver *d)
+{
+	printf("cassandra-like: %" PRIu64 " records x %d fields x %u B = %" PRIu64
+	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB\n",
+	       opt.records, NFIELDS, opt.fieldlen, opt.records * value_len() >> 20, opt.threads,
+	       ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb);
+	print_run_header();
+	for (int i = 0; i < d->nv && !opt.no_load; i++) {
+		struct run_result *r = &results[nresults++];
+
+		if (phase(&d->vs[i], 'L', r))
+			return 3;
+		print_run(r);
+	}
+	for (size_t w = 0; w < d->nwl; w++) {
+		for (unsigned rep = 0; rep < opt.repeat; rep++) {
+			for (int k = 0; k < d->nv; k++) {
+				/* interleave: huge,base then base,huge */
+				struct variant *v = &d->vs[rep % 2 ? d->nv - 1 - k : k];
+				/* check_options() made sure they fit */
+				struct run_result *r = &results[nresults++];
+
+				/* let both databases' flushes and compactions finish:
+				 * one run's background work must not slow the next */
+				for (int q = 0; q < d->nv; q++)
+					kv_db_quiesce(d->vs[q].db);
+				if (phase(v, d->wls[w], r))
+					return 3;
+				print_run(r);
+			}
+		}
+	}
+	return 0;
+}
+
+/* --verify: a full scan of every variant, before and after a reopen */
+static int verify_variants(struct driver *d)
+{
+	for (int i = 0; i < d->nv; i++) {
+		struct variant *v = &d->vs[i];
+		uint64_t bad;
+
+		kv_db_quiesce(v->db);
+		bad = full_check(v);
+		/* reopen: the memtable comes back from the commit log */
+		kv_close(v->db);
+		v->db = NULL;
+		if (open_variant(v, !strcmp(v->name, "huge")))
+			return 2;
+		bad += full_check(v);
+		printf("[%s] verify: %" PRIu64 " reads checked, %" PRIu64
+		       " errors (including a full scan before and after reopening)\n",
+		       v->name, atomic_load(&verify_reads), bad);
+	}
+	return atomic_load(&verify_errors) ? 1 : 0;
+}
+
+/* the side-by-side summary, and --json */
+static int report(struct driver *d, int rc)
+{
+	if (nresults)
+		print_summary(d->vs, d->nv, d->wls, d->nwl);
+	if (opt.json) {
+		if (write_json(opt.json, d->wls, d->nwl, rc))
+			rc = rc ? rc : 2;
+		else
+			printf("cassandra-like: every result, in JSON: %s\n", opt.json);
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct driver d = { .nv = 0 };
+	bool bench = bench_defaults(&argc, &argv);
+	int rc = 0;
+
+	parse_options(argc, argv, &d);
 	if (bench && !opt.data && optind == argc) {
 		rc = bench_mounts();
 		if (rc) {
@@ -727,139 +929,31 @@ int main(int argc, char **argv)
 			return rc;
 		}
 	}
-	if (!opt.data || optind != argc || !opt.records || !opt.threads ||
-	    NFIELDS * opt.fieldlen < 32 || NFIELDS * opt.fieldlen > 65536 || !opt.memtable_mb ||
-	    !opt.repeat)
+	if (!opt.data || optind != argc)
 		usage();
-	for (const char *p = opt.workloads; *p && nwl < sizeof(wls); p++)
-		if (strchr("abu", *p | 0x20))
-			wls[nwl++] = (char)(*p | 0x20);
-		else if (*p != ',')
-			usage();
-	if (!opt.cache_b_set) {
-		/* a SHMEM region's file goes to the region dir, which must be
-		 * on a tmpfs huge= mount; elsewhere use a memfd */
-		char d[128];
-
-		opt.cache_b = KV_MEM_MEMFD;
-		if (!kv_check_dir(opt.region_dir ? opt.region_dir : opt.data, false, d,
-				  sizeof(d)) &&
-		    strcmp(d, "tmpfs huge=never"))
-			opt.cache_b = KV_MEM_SHMEM;
-	}
+	check_options(&d);
 	signal(SIGPIPE, SIG_IGN);
-	if (opt.zipf)
-		zipf_init(opt.records);
+	ycsb_gen_init(&keygen, opt.dist, opt.records);
 
-	/* the variants: huge pages and/or base pages */
-	if (opt.base_data) {
-		vs[nv++] = (struct variant){ .name = "huge", .dir = opt.data };
-		vs[nv++] = (struct variant){ .name = "base", .dir = opt.base_data };
-	} else if (pages && !strcmp(pages, "base")) {
-		vs[nv++] = (struct variant){ .name = "base", .dir = opt.data };
-	} else {
-		vs[nv++] = (struct variant){ .name = "huge", .dir = opt.data };
-	}
-	for (int i = 0; i < nv; i++) {
-		if (open_variant(&vs[i], !strcmp(vs[i].name, "huge"))) {
-			rc = 2;
-			goto out;
-		}
-		if (opt.verify) {
-			vs[i].acked = calloc(opt.records, sizeof(*vs[i].acked));
-			if (!vs[i].acked) {
-				rc = 2;
-				goto out;
-			}
-		}
-	}
-	if (opt.check) {
-		rc = check_acklog(&vs[0], opt.check);
-		goto out;
-	}
-	if (opt.acklog) {
-		acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (acklog_fd < 0) {
-			fprintf(stderr, "cassandra-like: %s: %s\n", opt.acklog, strerror(errno));
-			rc = 2;
-			goto out;
-		}
-	}
-	printf("cassandra-like: %" PRIu64 " records x %d fields x %u B = %" PRIu64
-	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB\n",
-	       opt.records, NFIELDS, opt.fieldlen, opt.records * value_len() >> 20, opt.threads,
-	       opt.zipf ? "zipfian" : "uniform", opt.cache_mb, opt.memtable_mb);
-	print_run_header();
-	if (!opt.no_load) {
-		for (int i = 0; i < nv; i++) {
-			struct run_result *r = &results[nresults++];
-
-			if (phase(&vs[i], 'L', r)) {
-				rc = 3;
-				goto out;
-			}
-			print_run(r);
-		}
-	}
-	for (size_t w = 0; w < nwl; w++) {
-		for (unsigned rep = 0; rep < opt.repeat; rep++) {
-			for (int k = 0; k < nv; k++) {
-				/* interleave: huge,base then base,huge */
-				struct variant *v = &vs[rep % 2 ? nv - 1 - k : k];
-				struct run_result *r = &results[nresults++];
-
-				if (nresults >= (int)(sizeof(results) / sizeof(results[0]))) {
-					nresults--;
-					break;
-				}
-				/* let both databases' flushes and compactions finish:
-				 * one run's background work must not slow the next */
-				for (int q = 0; q < nv; q++)
-					kv_db_quiesce(vs[q].db);
-				if (phase(v, wls[w], r)) {
-					rc = 3;
-					goto out;
-				}
-				print_run(r);
-			}
-		}
-	}
-	if (opt.verify) {
-		for (int i = 0; i < nv; i++) {
-			uint64_t bad;
-
-			kv_db_quiesce(vs[i].db);
-			bad = full_check(&vs[i]);
-			/* reopen: the memtable comes back from the commit log */
-			kv_close(vs[i].db);
-			vs[i].db = NULL;
-			if (open_variant(&vs[i], !strcmp(vs[i].name, "huge"))) {
-				rc = 2;
-				goto out;
-			}
-			bad += full_check(&vs[i]);
-			printf("[%s] verify: %" PRIu64 " reads checked, %" PRIu64
-			       " errors (including a full scan before and after reopening)\n",
-			       vs[i].name, atomic_load(&verify_reads), bad);
-		}
-		if (atomic_load(&verify_errors))
-			rc = 1;
+	rc = open_variants(&d);
+	if (!rc && opt.check) {
+		rc = check_acklog(&d.vs[0], opt.check);
+	} else if (!rc && opt.acklog &&
+		   (acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+				     0644)) < 0) {
+		fprintf(stderr, "cassandra-like: %s: %s\n", opt.acklog, strerror(errno));
+		rc = 2;
+	} else if (!rc) {
+		rc = run_phases(&d);
+		if (!rc && opt.verify)
+			rc = verify_variants(&d);
+		if (rc != 2 && rc != 3)
+			rc = report(&d, rc);
 	}
 
-	/* side by side */
-	if (nresults)
-		print_summary(vs, nv, wls, nwl);
-
-	if (opt.json) {
-		if (write_json(opt.json, wls, nwl, rc))
-			rc = rc ? rc : 2;
-		else
-			printf("cassandra-like: every result, in JSON: %s\n", opt.json);
-	}
-out:
-	for (int i = 0; i < nv; i++) {
-		kv_close(vs[i].db);
-		free(vs[i].acked);
+	for (int i = 0; i < d.nv; i++) {
+		kv_close(d.vs[i].db);
+		free(d.vs[i].acked);
 	}
 	if (acklog_fd >= 0)
 		close(acklog_fd);

@@ -8,24 +8,28 @@
 #define KV_YCSB_H
 
 #include "engine.h"
+#include "generator.h"
 
 #include <stdio.h>
 
 #define NFIELDS 20
 #define HDR 24 /* key, nonce, crc + pad at the head of field 0 */
 
-enum { OP_READ, OP_UPDATE, NOPS };
+/* OP_RMW (workload F): a read, then an update of the same key; its read
+ * and update are also counted under OP_READ and OP_UPDATE, as YCSB does */
+enum { OP_READ, OP_UPDATE, OP_RMW, NOPS };
 extern const char *const op_name[NOPS];
 
 struct ycsb_opts {
-	const char *data, *base_data, *region_dir, *acklog, *check, *json;
+	const char *data, *base_data, *region_dir, *log_dir, *acklog, *check, *json;
 	enum kv_backing cache_b, mt_b;
 	bool cache_b_set;
 	uint64_t records, ops;
 	unsigned fieldlen, threads, repeat, status;
 	double seconds;
 	char workloads[32];
-	bool zipf, verify, no_load, allow_disk, huge, base;
+	enum ycsb_dist dist;
+	bool verify, no_load, allow_disk, huge, base;
 	size_t cache_mb, memtable_mb;
 };
 extern struct ycsb_opts opt;
@@ -46,6 +50,7 @@ struct variant {
 	struct kv_db *db;
 	_Atomic uint64_t *acked; /* highest acknowledged seq per key (--verify) */
 	char mount[128];
+	char logdir[PATH_MAX]; /* --log-dir DIR: DIR/<name> */
 };
 
 struct run_result {
@@ -59,7 +64,11 @@ struct run_result {
 	uint64_t minflt; /* page faults the process took during the run */
 };
 
-extern struct run_result results[64];
+/* every run of a process: the load and each repeat of each workload, per
+ * variant (the driver refuses more) */
+#define MAX_RUNS 64
+#define MAX_THREADS 1024
+extern struct run_result results[MAX_RUNS];
 extern int nresults;
 extern _Atomic uint64_t verify_reads, verify_errors;
 
