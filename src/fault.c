@@ -167,10 +167,31 @@ enum {
 	COLLAPSE_WAIT_US = 1000000,
 };
 
+/*
+ * Linux before 6.3 answers EINVAL, not EAGAIN, when a page holds an
+ * unexpected reference (commit ae63c898f400, "mm/MADV_COLLAPSE: set EAGAIN
+ * on unexpected page refcount"): the same passing state, and Debian's 6.1
+ * showed it after forks (test_conc_fork in the VM matrix: "could not fix
+ * it (Invalid argument)"). There, once the process has been party to a
+ * fork and smaps says the VMA is THP-eligible (so the kernel is not
+ * refusing the range itself), EINVAL is waited out like EAGAIN.
+ */
+static bool einval_may_be_busy(char *a, size_t len)
+{
+	const struct hpr__caps *c = hpr__caps();
+	struct hpr__smaps_sum s;
+
+	if (c->info.kernel_major > 6 || (c->info.kernel_major == 6 && c->info.kernel_minor >= 3))
+		return false;
+	if (!hpr__forked())
+		return false;
+	return !hpr__smaps_range((uintptr_t)a, (uintptr_t)a + len, &s) && s.thp_eligible == 1;
+}
+
 int hpr__collapse_one(hpr_region *r, char *a, bool count)
 {
 	unsigned nap = COLLAPSE_NAP_US, slept = 0;
-	int rc = -EAGAIN;
+	int rc = -EAGAIN, einval_busy = -1; /* -1: not asked yet */
 
 	for (int t = 0; rc == -EAGAIN; t++) {
 		if (t >= COLLAPSE_QUICK) {
@@ -181,6 +202,12 @@ int hpr__collapse_one(hpr_region *r, char *a, bool count)
 			nap = nap * 2 < COLLAPSE_NAP_MAX_US ? nap * 2 : COLLAPSE_NAP_MAX_US;
 		}
 		rc = hpr__os_collapse(a, r->page_size);
+		if (rc == -EINVAL) {
+			if (einval_busy < 0)
+				einval_busy = einval_may_be_busy(a, r->page_size);
+			if (einval_busy)
+				rc = -EAGAIN;
+		}
 	}
 	if (!rc && count)
 		atomic_fetch_add(&r->collapsed_pages, 1);

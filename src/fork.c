@@ -46,6 +46,12 @@ static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hpr__fork_handle *handles;	    /* regions and rings, under fork_mu */
 static void (*leaves[HPR__FORK_LEAVES])(int phase); /* under fork_mu */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static _Atomic unsigned long fork_parties; /* forks seen, as parent or child */
+
+bool hpr__forked(void)
+{
+	return atomic_load(&fork_parties) != 0;
+}
 
 bool hpr__fork_mutex(pthread_mutex_t *mu, int phase)
 {
@@ -81,6 +87,7 @@ static void leaves_after(int phase)
 
 static void fork_parent(void)
 {
+	atomic_fetch_add(&fork_parties, 1);
 	leaves_after(HPR__FORK_PARENT);
 	for (struct hpr__fork_handle *h = handles; h; h = h->next)
 		h->atfork(h, HPR__FORK_PARENT);
@@ -89,6 +96,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	atomic_fetch_add(&fork_parties, 1);
 	leaves_after(HPR__FORK_CHILD);
 	for (struct hpr__fork_handle *h = handles, *next; h; h = next) {
 		next = h->next;

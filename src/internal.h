@@ -249,6 +249,9 @@ struct hpr__fork_handle {
 	bool (*atfork)(struct hpr__fork_handle *h, int phase);
 };
 void hpr__fork_lock(void);
+/* The process has been parent or child of a fork since a region was made:
+ * its private pages may be shared copy-on-write with another process. */
+bool hpr__forked(void);
 void hpr__fork_unlock(void);
 void hpr__fork_handle_add(struct hpr__fork_handle *h);
 void hpr__fork_handle_del(struct hpr__fork_handle *h);

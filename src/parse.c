@@ -99,6 +99,7 @@ void hpr__smaps_init(struct hpr__smaps_parser *p, uintptr_t lo, uintptr_t hi)
 	memset(p, 0, sizeof(*p));
 	p->lo = lo;
 	p->hi = hi;
+	p->sum.thp_eligible = -1;
 }
 
 static const struct {
@@ -168,6 +169,13 @@ int hpr__smaps_line(struct hpr__smaps_parser *p, const char *line, size_t len)
 		if (hpr__parse_ulong(line + 15, len - 15, &v) || v > SMAPS_MAX_KB)
 			return -EINVAL;
 		p->sum.kernel_page_size = (uint64_t)v * 1024;
+	}
+	if (len > 12 && !memcmp(line, "THPeligible:", 12)) {
+		unsigned long v;
+
+		if (hpr__parse_ulong(line + 12, len - 12, &v))
+			return -EINVAL;
+		p->sum.thp_eligible = v != 0;
 	}
 	return 0;
 }

@@ -29,6 +29,7 @@ struct hpr__smaps_sum {
 	uint64_t size, rss, anon_huge, shmem_pmd, file_pmd, hugetlb, lazyfree, locked, swap;
 	unsigned vmas;
 	uint64_t kernel_page_size; /* of the last matching VMA */
+	int thp_eligible;	   /* its THPeligible: 1, 0, or -1 not reported */
 };
 
 /* Streaming smaps parser: feed it whole lines (without '\n'). Sums the

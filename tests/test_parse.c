@@ -86,6 +86,7 @@ static const char smaps_text[] =
 	"LazyFree:           2048 kB\n"
 	"Locked:                0 kB\n"
 	"Swap:                  0 kB\n"
+	"THPeligible:    1\n"
 	"VmFlags: rd wr mr mw me ac hg\n"
 	"10400000-10800000 rw-s 00000000 00:2d 1234   /memfd:hpr:x (deleted)\n"
 	"Size:               4096 kB\n"
@@ -93,6 +94,7 @@ static const char smaps_text[] =
 	"Rss:                   0 kB\n"
 	"Shared_Hugetlb:     4096 kB\n"
 	"Private_Hugetlb:    2048 kB\n"
+	"THPeligible:    0\n"
 	"VmFlags: rd wr sh mr mw me ms de ht\n"
 	"7fff0000-7fff4000 rw-p 00000000 00:00 0    [stack]\n"
 	"Size:                 16 kB\n"
@@ -113,6 +115,7 @@ START_TEST(smaps)
 	ck_assert_uint_eq(s.lazyfree, 2 * MiB);
 	ck_assert_uint_eq(s.hugetlb, 0);
 	ck_assert_uint_eq(s.kernel_page_size, 4096);
+	ck_assert_int_eq(s.thp_eligible, 1);
 
 	/* first VMA plus the first half of the second: its fields count
 	 * in proportion (smaps has nothing finer) */
@@ -121,6 +124,7 @@ START_TEST(smaps)
 	ck_assert_uint_eq(s.size, 4 * MiB + 2 * MiB);
 	ck_assert_uint_eq(s.hugetlb, (4 + 2) * MiB / 2); /* shared + private, halved */
 	ck_assert_uint_eq(s.kernel_page_size, 2 * MiB);
+	ck_assert_int_eq(s.thp_eligible, 0); /* of the last VMA, as the page size */
 
 	/* a range inside one VMA */
 	ck_assert_int_eq(hpr__smaps_parse(S(smaps_text), 0x10100000, 0x10200000, &s), 0);
@@ -135,6 +139,7 @@ START_TEST(smaps)
 	ck_assert_int_eq(hpr__smaps_parse(S(smaps_text), 0x7fff0000, 0x7fff4000, &s), 0);
 	ck_assert_uint_eq(s.vmas, 1);
 	ck_assert_uint_eq(s.shmem_pmd, 9999 * 1024UL);
+	ck_assert_int_eq(s.thp_eligible, -1); /* not reported */
 
 	/* streaming a line at a time gives the same sums */
 	{
