@@ -167,6 +167,24 @@ enum {
 	COLLAPSE_WAIT_US = 1000000,
 };
 
+/* The kernel's smaps sums over [lo, hi) (stats.c's source before 6.7,
+ * and the THPeligible check below). */
+static void smaps_line(void *arg, const char *line, size_t len)
+{
+	hpr__smaps_line(arg, line, len);
+}
+
+int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
+{
+	struct hpr__smaps_parser p;
+	int rc;
+
+	hpr__smaps_init(&p, lo, hi);
+	rc = hpr__os->read_lines("/proc/self/smaps", smaps_line, &p);
+	*sum = p.sum;
+	return rc;
+}
+
 /*
  * Linux before 6.3 answers EINVAL, not EAGAIN, when a page holds an
  * unexpected reference (commit ae63c898f400, "mm/MADV_COLLAPSE: set EAGAIN

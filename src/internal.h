@@ -273,6 +273,8 @@ void hpr__probe_atfork(int phase);
 /* ---- stats.c ---- */
 /* hpr_stats() into this library's whole struct (sized.c copies it out). */
 int hpr__stats(hpr_region *r, struct hpr_stats *st);
+/* smaps sums over [lo, hi) from /proc/self/smaps (fault.c, beside the
+ * pagemap count: what the kernel says of a range) */
 int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum);
 
 struct hpr_region {

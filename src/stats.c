@@ -13,22 +13,6 @@
 #include <errno.h>
 #include <string.h>
 
-static void smaps_line(void *arg, const char *line, size_t len)
-{
-	hpr__smaps_line(arg, line, len);
-}
-
-int hpr__smaps_range(uintptr_t lo, uintptr_t hi, struct hpr__smaps_sum *sum)
-{
-	struct hpr__smaps_parser p;
-	int rc;
-
-	hpr__smaps_init(&p, lo, hi);
-	rc = hpr__os->read_lines("/proc/self/smaps", smaps_line, &p);
-	*sum = p.sum;
-	return rc;
-}
-
 int hpr__stats(hpr_region *r, struct hpr_stats *st)
 {
 	uintptr_t lo, hi;
