@@ -246,11 +246,11 @@ static int populate_span(hpr_region *r, size_t off, size_t len)
 
 	atomic_fetch_add_explicit(&r->populate_calls, 1, memory_order_relaxed);
 	if (hpr__caps()->info.have_populate) {
-		/* EINTR: a signal arrived (5.14+ returns it rather than
-		 * restarting); what was populated stays, so go on */
-		/* a kept region's pages hold its bytes: map them for reading
+		/* A kept region's pages hold its bytes: map them for reading
 		 * (a shared mapping maps them writable as well), never
-		 * write-fault a private view (a copy of every page) */
+		 * write-fault a private view (a copy of every page). EINTR: a
+		 * signal arrived (5.14+ returns it rather than restarting);
+		 * what was populated stays, so go on. */
 		do
 			rc = r->attached ? hpr__os_populate_read(a, len) : hpr__os_populate(a, len);
 		while (rc == -EINTR);
