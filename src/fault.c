@@ -451,7 +451,9 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
  * clear of 2 MiB, so 64 of them keep a demand fault's wait on a claimed run
  * short; a kept region's pages are already there (an attach maps them,
  * about 1.5 us per 2 MiB on 6.18), so there the calls' own cost counts and
- * a run may be as long as a grab (workers.c batch_for).
+ * a run may be as long as a grab (workers.c batch_for). Pages the region
+ * released since are zeroed again: a demand fault that meets such a run
+ * waits for its clear too, up to 1 GiB (about 0.1 s), once.
  */
 #define HPR_RUN_MAX 64
 #define HPR_RUN_MAX_ATTACHED 512
