@@ -197,7 +197,7 @@ static void test_vcpu_file(void)
 	rc = kl_vcpu_state_write(fd, &a);
 	CHECK(rc == 0, "write: %d", rc);
 	memset(&b, 0xa5, sizeof(b));
-	rc = kl_vcpu_state_read(fd, &b);
+	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == 0 && !memcmp(&a.regs, &b.regs, sizeof(a.regs)) &&
 		      !memcmp(&a.sregs, &b.sregs, sizeof(a.sregs)) &&
 		      !memcmp(&a.fpu, &b.fpu, sizeof(a.fpu)) && b.ram == a.ram &&
@@ -209,27 +209,27 @@ static void test_vcpu_file(void)
 	CHECK(pread(fd, &byte, 1, len / 2) == 1, "pread");
 	byte ^= 0x40;
 	CHECK(pwrite(fd, &byte, 1, len / 2) == 1, "pwrite");
-	rc = kl_vcpu_state_read(fd, &b);
+	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EBADMSG, "corrupt: rc %d", rc);
 	byte ^= 0x40;
 	CHECK(pwrite(fd, &byte, 1, len / 2) == 1, "pwrite");
-	CHECK(kl_vcpu_state_read(fd, &b) == 0, "repaired");
+	CHECK(kl_vcpu_state_read(fd, &b, NULL) == 0, "repaired");
 
 	/* trailing garbage, truncation, another file */
 	CHECK(pwrite(fd, "x", 1, len) == 1, "append");
-	rc = kl_vcpu_state_read(fd, &b);
+	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EBADMSG, "trailing byte: rc %d", rc);
 	CHECK(ftruncate(fd, len - 3) == 0, "truncate");
-	rc = kl_vcpu_state_read(fd, &b);
+	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EBADMSG, "truncated: rc %d", rc);
 	CHECK(ftruncate(fd, 100) == 0, "truncate");
-	rc = kl_vcpu_state_read(fd, &b);
+	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EBADMSG, "truncated to 100: rc %d", rc);
 	CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, "KLRAM001xxxxxxxxxxxxxxxx", 24, 0) == 24, "other");
-	rc = kl_vcpu_state_read(fd, &b);
+	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EINVAL, "not a vCPU file: rc %d", rc);
 	CHECK(ftruncate(fd, 0) == 0, "empty");
-	rc = kl_vcpu_state_read(fd, &b);
+	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EINVAL, "empty file: rc %d", rc);
 	close(fd);
 	CHECK(kl_crc32("123456789", 9) == 0xcbf43926u, "crc32 check value");
