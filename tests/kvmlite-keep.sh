@@ -50,7 +50,7 @@ else
 fi
 ram_mib=${RAM%M}
 # the vCPU files: next to the RAM on tmpfs, elsewhere on hugetlbfs (no write(2))
-if [ "$(stat -f -c %T "$DIR")" = hugetlbfs ]; then
+if [ "$(stat -f -c %t "$DIR")" = 958458f6 ]; then # hugetlbfs
 	S=$T/snap
 	FS=hugetlbfs
 else
