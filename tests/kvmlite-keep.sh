@@ -10,8 +10,9 @@
 #    (tmpfs) or the pool's free pages (hugetlbfs) moved by less than the RAM
 #    (whole-system counters: a copy would move them by all of it); smaps has
 #    the whole RAM huge-mapped after the re-attach;
-#  - refusals, exit 2 before /dev/kvm is opened: a guest that ran on past
-#    its checkpoint (RUNNING), another RAM's vCPU file, another -m, kept RAM
+#  - refusals, exit 2 before /dev/kvm is opened: RAM another VMM still
+#    holds, a guest that ran on past its checkpoint (RUNNING), another
+#    RAM's vCPU file, another -m, kept RAM
 #    without a vCPU file (a VMM killed mid-run before any checkpoint), a
 #    vCPU file without kept RAM, a version 1 vCPU file, the vCPU file on
 #    hugetlbfs, DIR not a tmpfs/hugetlbfs, --keep without --snapshot.
@@ -139,6 +140,8 @@ mem_line() { # the meminfo line kvm-lite prints for a resume of this FS
 if start k 600 $R -g 2m; then
 	sum=$(sed -n 's/^checkpoint 1: .*guest RAM checksum \(0x[0-9a-f]*\).*/\1/p' "$T/k.out")
 	blocks=$(stat -c %b "$DIR/k")
+	# the stopped VMM still holds its RAM: a second one is refused
+	expect 2 "held by another process" $R -g 2m --keep "$DIR/k" --snapshot "$S/k"
 	kill -9 $pid
 	wait $pid 2>/dev/null
 	say "killed kvm-lite (pid $pid) at checkpoint 1: guest RAM checksum $sum, kept file $blocks blocks"

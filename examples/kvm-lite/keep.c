@@ -138,9 +138,8 @@ static long long hugetlb_free(size_t page)
 }
 
 /* The counters a copy or a zeroing would move: shmem's, or the pool's. */
-static void sample_mem(const struct kl_opts *o, enum kl_backing b, size_t page, long long m[2])
+static void sample_mem(enum kl_backing b, size_t page, long long m[2])
 {
-	(void)o;
 	if (b == KB_SHMEM_HUGE) {
 		m[0] = meminfo("Shmem");
 		m[1] = meminfo("ShmemHugePages");
@@ -224,7 +223,7 @@ static int resume(const struct kl_opts *o, const struct kl_layout *l, struct kl_
 		return rc;
 	}
 	k->blocks[0] = (long long)st.st_blocks;
-	sample_mem(o, b, page, k->mem[0]);
+	sample_mem(b, page, k->mem[0]);
 	if ((rc = kl_ram_keep(ram, o->keep_dir, o->keep_name, l->ram, &o->ram_opts, true, &attached,
 			      &k->create_ms)))
 		return rc;
@@ -252,7 +251,7 @@ static int resume(const struct kl_opts *o, const struct kl_layout *l, struct kl_
 		return refuse(o, ram, -EIO, msg);
 	}
 	k->blocks[1] = kl_ram_file_blocks(ram);
-	sample_mem(o, b, page, k->mem[1]);
+	sample_mem(b, page, k->mem[1]);
 	{
 		struct hpr_stats hs;
 
@@ -383,7 +382,6 @@ void kl_keep_print(const struct kl_opts *o, const struct kl_ram *ram)
 	const struct kl_keep_run *k = o->keep_run;
 	size_t size = hpr_size(ram->r);
 
-	(void)o;
 	printf("re-attach: restore (VM + vCPU) %.2f ms; total %.2f ms for %zu MiB, none of it "
 	       "copied\n",
 	       k->restore_ms, k->create_ms + k->prefault_ms + k->sum_ms + k->restore_ms,
