@@ -12,10 +12,10 @@
 #    the whole RAM huge-mapped after the re-attach;
 #  - refusals, exit 2 before /dev/kvm is opened: RAM another VMM still
 #    holds, a guest that ran on past its checkpoint (RUNNING), another
-#    RAM's vCPU file, another -m, kept RAM
-#    without a vCPU file (a VMM killed mid-run before any checkpoint), a
-#    vCPU file without kept RAM, a version 1 vCPU file, the vCPU file on
-#    hugetlbfs, DIR not a tmpfs/hugetlbfs, --keep without --snapshot.
+#    RAM's vCPU file, another -m, kept RAM without a vCPU file (a VMM
+#    killed mid-run before any checkpoint), a vCPU file without kept RAM, a
+#    version 1 vCPU file, the vCPU file on hugetlbfs, DIR not a
+#    tmpfs/hugetlbfs, --keep without --snapshot.
 #
 #   tests/kvmlite-keep.sh KVM_LITE                 (root) a private tmpfs
 #       huge=always in a mount namespace of its own; the resume cycle where
