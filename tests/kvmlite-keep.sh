@@ -124,6 +124,19 @@ if [ -n "$H" ]; then
 	[ -e "$DIR/h" ] && bad "a refused start left $DIR/h"
 fi
 
+# a boot that finds no usable /dev/kvm (here /dev/null over it, in a mount
+# namespace of its own) exits 77 and leaves no kept file behind
+if [ -n "${KL_KEEP_NS:-}" ]; then
+	unshare -m --propagation private sh -c 'mount --bind /dev/null /dev/kvm && exec "$@"' \
+		sh "$K" $R --keep "$DIR/nokvm" --snapshot "$S/nokvm" >"$T/out" 2>&1
+	rc=$?
+	if [ $rc = 77 ] && [ ! -e "$DIR/nokvm" ] && [ ! -e "$S/nokvm.vcpu" ]; then
+		say "ok: rc 77 without /dev/kvm, no kept file left"
+	else
+		bad "no /dev/kvm: rc $rc (want 77), left: $(find "$DIR" "$S" | tr '\n' ' ')"
+	fi
+fi
+
 if ! "$K" --probe >/dev/null 2>&1; then
 	say "no usable /dev/kvm here: the kill -9 and resume cycle runs in the nested guest (kvmlite_vm)"
 	exit $fail

@@ -314,6 +314,15 @@ int kl_keep_open(const struct kl_opts *o, const struct kl_layout *l, struct kl_r
 	return 0;
 }
 
+void kl_keep_abandon(const struct kl_opts *o, struct kl_ram *ram)
+{
+	bool made = ram->r && !o->keep_run->resume;
+
+	kl_ram_destroy(ram);
+	if (made)
+		unlink(o->keep);
+}
+
 void kl_keep_boot(const struct kl_opts *o, const struct kl_layout *l, struct kl_ram *ram)
 {
 	struct kl_keep_rec r;

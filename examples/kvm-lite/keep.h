@@ -43,6 +43,9 @@ int kl_keep_stop(const struct kl_opts *o, struct kl_ram *ram, struct kl_vcpu_sta
 		 uint64_t guest_sum);
 /* The vCPU is about to run on the RAM: mark the record RUNNING. */
 void kl_keep_running(struct kl_ram *ram);
+/* Boot, but no usable KVM: remove the kept file kl_keep_open() has just
+ * made, so that the next start does not find RAM without a checkpoint. */
+void kl_keep_abandon(const struct kl_opts *o, struct kl_ram *ram);
 /* What re-attaching cost and what it proved (after the VM is restored). */
 void kl_keep_print(const struct kl_opts *o, const struct kl_ram *ram);
 

@@ -458,6 +458,8 @@ int main(int argc, char **argv)
 		/* --probe: usable KVM? Scripts decide with this, not with [ -c ] */
 		if (kvm >= 0)
 			close(kvm);
+		if (o.keep)
+			kl_keep_abandon(&o, &ram); /* a kept file just made: not kept */
 		kl_ram_destroy(&ram);
 		kl_ram_cleanup();
 		return kvm < 0 ? EXIT_SKIP : EXIT_OK;

@@ -248,7 +248,7 @@ static int resume_vm(struct guest *gu)
 	return 0;
 }
 
-static void pause_s(double s)
+static void sleep_s(double s)
 {
 	struct timespec t = { .tv_sec = (time_t)s,
 			      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
@@ -280,7 +280,7 @@ static int keep_checkpoint(struct guest *gu)
 		printf("checkpoint: pausing %.0f s (pid %d); kill -9 it now or let it stop\n",
 		       gu->o->pause_s, (int)getpid());
 		fflush(stdout);
-		pause_s(gu->o->pause_s);
+		sleep_s(gu->o->pause_s);
 		gu->res->stopped = true;
 		return STOPPED;
 	}
