@@ -14,6 +14,10 @@
 #       boot, for -b hugetlb-1g -- and KVMLITE_VM_TIMEOUT size the guest); with
 #       KVMLITE_VM_JSON=FILE the command also gets --json and its JSON is
 #       copied back to FILE on the host (bench/run uses this)
+#   KVMLITE_VM_ONLY=keep tests/kvmlite-vm.sh build
+#       runs only the --keep cases: tests/kvmlite-keep.sh in the guest on a
+#       tmpfs huge=always and on hugetlbfs (its own pool; the only place the
+#       hugetlbfs resume is tested, since the host's pool is left alone)
 # The kernel package is fetched once with apt-get download into
 # ${HPR_VM_CACHE:-WORK_DIR/cache} (not installed). Exit 77 when qemu,
 # busybox-static or the kernel package can't be had (scripts/deps.sh
@@ -63,6 +67,7 @@ for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm
 	fi
 done
 cp "$KVMLITE" "$ROOT/bin/kvm-lite"
+cp "$(dirname "$0")/kvmlite-keep.sh" "$ROOT/keep.sh"
 # the binary's shared libraries: the loader at its own path, the rest in
 # /lib/kvm-lite (LD_LIBRARY_PATH; the build tree's rpath may be under /tmp,
 # which the guest mounts over)
@@ -97,10 +102,22 @@ poweroff -f
 EOF
 chmod +x "$ROOT/init"
 echo "${KVMLITE_VM_HUGEPAGES:-96}" >"$ROOT/hugepages"
+# --keep: kill -9 at the checkpoint and resume on kept RAM, on a huge
+# tmpfs and on hugetlbfs (2 MiB pages from the guest's pool)
+KEEP_CASES='mkdir -p /keep-shmem /keep-huge
+mount -t tmpfs -o huge=always,size=512M keep /keep-shmem
+mount -t hugetlbfs -o pagesize=2M keep /keep-huge
+echo "KVMLITE-RUN keep-shmem: keep.sh on a tmpfs huge=always"
+sh /keep.sh /bin/kvm-lite /keep-shmem 64M; echo "KVMLITE-CASE keep-shmem rc=$?"
+echo "KVMLITE-RUN keep-hugetlbfs: keep.sh on hugetlbfs"
+sh /keep.sh /bin/kvm-lite /keep-huge 64M; echo "KVMLITE-CASE keep-hugetlbfs rc=$?"'
 if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 	# one case of your own, e.g. KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3"
 	echo "run custom $KVMLITE_VM_ARGS${KVMLITE_VM_JSON:+ --json /tmp/kvm-lite.json}" >"$ROOT/cases"
 	NCASES=1
+elif [ "${KVMLITE_VM_ONLY:-}" = keep ]; then
+	echo "$KEEP_CASES" >"$ROOT/cases"
+	NCASES=2
 else
 	cat >"$ROOT/cases" <<'EOF'
 R="-m 64M --rand-iters 262144 --stride-reps 2"
@@ -114,7 +131,8 @@ run matrix $R --matrix --repeat 1
 run guest-fault $R -b thp -g 4k --test-guest-fault
 run hugetlb-1g-fpr -m 2G --rand-iters 65536 --stride-reps 1 -b hugetlb-1g -g 2m --fpr
 EOF
-	NCASES=9
+	echo "$KEEP_CASES" >>"$ROOT/cases"
+	NCASES=11
 	# hugetlb-1g: two 1 GiB pages reserved at boot (a runtime 1 GiB
 	# allocation rarely finds a free aligned range), and RAM for them
 	# past the 2 GiB below-4G window q35 gives
@@ -148,6 +166,12 @@ if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 			sed '1d;$d' >"$KVMLITE_VM_JSON"
 		[ -s "$KVMLITE_VM_JSON" ] || { echo "kvmlite-vm: no JSON from the guest" >&2; fail=1; }
 	fi
+	exit $fail
+fi
+if [ "${KVMLITE_VM_ONLY:-}" = keep ]; then
+	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE keep-shmem rc=0" || fail=1
+	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE keep-hugetlbfs rc=0" || fail=1
+	[ $fail = 0 ] && echo "kvmlite-vm: the --keep cases passed on real KVM (nested, TCG)"
 	exit $fail
 fi
 while read -r line; do

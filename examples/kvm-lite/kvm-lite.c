@@ -8,8 +8,10 @@
  * drops to CPL 3 and runs timed loops; it reports to the VMM by port I/O
  * from CPL 0 (run.c serves each port). Free page reporting maps onto
  * hpr_release_lazy()/hpr_reclaim()/hpr_fault_in(), and snapshot/restore
- * onto hpr_save()/hpr_load() plus a vCPU state file. --matrix (matrix.c)
- * runs every host backing x guest page size.
+ * onto hpr_save()/hpr_load() plus a vCPU state file. With --keep the RAM
+ * is a kept region that outlives the VMM and a new VMM resumes on it with
+ * nothing copied (keep.c). --matrix (matrix.c) runs every host backing x
+ * guest page size.
  *
  * This file is the command: options, the checks that need no KVM, and one
  * run's report. Everything that can be checked without /dev/kvm (sizes,
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "keep.h"
 #include "kvm.h"
 #include "layout.h"
 #include "matrix.h"
@@ -61,6 +64,16 @@ static void usage(FILE *f)
 		"      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
 		"                         PREFIX.ram (hpr_save) and the vCPU to\n"
 		"                         PREFIX.vcpu, restore into a new VM, resume\n"
+		"      --keep DIR/NAME    guest RAM is the kept region NAME on DIR, a tmpfs\n"
+		"                         mounted huge= or hugetlbfs (the mount decides\n"
+		"                         the backing); needs --snapshot PREFIX: at the\n"
+		"                         checkpoint the vCPU goes to PREFIX.vcpu (not\n"
+		"                         on hugetlbfs) and the RAM stays where it is.\n"
+		"                         PREFIX.vcpu there: resume on the kept RAM\n"
+		"                         (nothing copied), else boot and keep it\n"
+		"      --checkpoint-pause S  with --keep: stop at the checkpoint and wait\n"
+		"                         S seconds (kill -9 it there, or it exits 0);\n"
+		"                         resume later with the same command\n"
 		"      --rand-iters N     random updates (default 1M)\n"
 		"      --stride-reps N    passes of the 4 KiB stride (default 4)\n"
 		"      --workers N        prefault threads (default: one per CPU)\n"
@@ -84,6 +97,8 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "fpr", no_argument, NULL, 'F' },
 		{ "snapshot", required_argument, NULL, 'S' },
+		{ "keep", required_argument, NULL, 'K' },
+		{ "checkpoint-pause", required_argument, NULL, 'W' },
 		{ "rand-iters", required_argument, NULL, 'R' },
 		{ "stride-reps", required_argument, NULL, 'T' },
 		{ "workers", required_argument, NULL, 'w' },
@@ -116,6 +131,7 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 						"shmem-huge hugetlb hugetlb-1g)\n", optarg);
 				return EXIT_INPUT;
 			}
+			o->backend_set = true;
 			break;
 		case 'g':
 			if (!strcmp(optarg, "4k") || !strcmp(optarg, "4K")) {
@@ -138,6 +154,34 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 			break;
 		case 'S':
 			o->snapshot = optarg;
+			break;
+		case 'K': {
+			static char dir[4096], name[256];
+
+			if (kl_keep_split(optarg, dir, sizeof(dir), name, sizeof(name))) {
+				fprintf(stderr,
+					"kvm-lite: --keep '%s': give DIR/NAME, a file "
+					"NAME in a directory DIR on a tmpfs mounted "
+					"huge= or on hugetlbfs\n",
+					optarg);
+				return EXIT_INPUT;
+			}
+			o->keep = optarg;
+			o->keep_dir = dir;
+			o->keep_name = name;
+			break;
+		}
+		case 'W':
+			errno = 0;
+			o->pause_s = strtod(optarg, &end);
+			if (errno || *end || end == optarg ||
+			    !(o->pause_s >= 0 && o->pause_s <= 86400)) {
+				fprintf(stderr,
+					"kvm-lite: bad --checkpoint-pause '%s': seconds, "
+					"0 to 86400\n",
+					optarg);
+				return EXIT_INPUT;
+			}
 			break;
 		case 'v':
 			o->verbose = true;
@@ -195,6 +239,15 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		fprintf(stderr, "kvm-lite: --json and --quick go with --matrix\n");
 		return EXIT_INPUT;
 	}
+	if (o->keep && (!o->snapshot || o->matrix)) {
+		fprintf(stderr, "kvm-lite: --keep needs --snapshot PREFIX (the vCPU's file) "
+				"and runs one guest, not --matrix\n");
+		return EXIT_INPUT;
+	}
+	if (o->pause_s >= 0 && !o->keep) {
+		fprintf(stderr, "kvm-lite: --checkpoint-pause goes with --keep\n");
+		return EXIT_INPUT;
+	}
 	if (o->quick) {
 		if (!set_repeat)
 			o->repeat = 1;
@@ -221,17 +274,26 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 	       kl_backing_names[ram->backing], desc, l->guest_page == 4096 ? "4 KiB" : "2 MiB",
 	       res->guest_leaf == 4096 ? "4 KiB" : res->guest_leaf ? "2 MiB" : "?", l->ram >> 20,
 	       l->data_len >> 20);
-	printf("prefault %.1f ms; guest setup at CPL 0: %.2f Mcycles\n", res->prefault_ms,
-	       kl_mc(res->ev[KL_EV_SETUP]));
-	for (unsigned i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
-		printf("  %-8s %10.2f Mcycles\n", kl_ev_name(evs[i]), kl_mc(res->ev[evs[i]]));
+	if (res->have[KL_EV_SETUP]) {
+		printf("prefault %.1f ms; guest setup at CPL 0: %.2f Mcycles\n", res->prefault_ms,
+		       kl_mc(res->ev[KL_EV_SETUP]));
+		for (unsigned i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+			printf("  %-8s %10.2f Mcycles\n", kl_ev_name(evs[i]),
+			       kl_mc(res->ev[evs[i]]));
+	} else {
+		printf("resumed at checkpoint %llu on kept RAM: the guest's loops ran before the "
+		       "stop\n",
+		       (unsigned long long)o->keep_run->rec.checkpoint);
+	}
 	printf("host coverage: %zu of %zu MiB huge-mapped (%.0f%%), resident %zu MiB\n",
 	       res->st.huge_mapped >> 20, res->st.size >> 20,
 	       res->st.size ? 100.0 * (double)res->st.huge_mapped / (double)res->st.size : 0.0,
 	       res->st.resident >> 20);
-	printf("checksum %#llx: %s\n", (unsigned long long)res->ev[KL_EV_CHECKSUM],
-	       res->sum_mismatch ? "MISMATCH with the host view" : "matches the host view of guest RAM");
-	if (o->fpr) {
+	if (res->have[KL_EV_CHECKSUM])
+		printf("checksum %#llx: %s\n", (unsigned long long)res->ev[KL_EV_CHECKSUM],
+		       res->sum_mismatch ? "MISMATCH with the host view" :
+					   "matches the host view of guest RAM");
+	if (o->fpr && res->have[KL_EV_CHECKSUM_FPR]) {
 		double w = (double)res->ev[KL_EV_FPR_WARM];
 
 		printf("free page reporting, %zu MiB: refill warm %.2f Mc; after release_lazy "
@@ -248,7 +310,7 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_FPR],
 		       res->sum_mismatch ? "MISMATCH" : "matches the host view");
 	}
-	if (kl_ram_fd(ram) >= 0) {
+	if (kl_ram_fd(ram) >= 0 && !res->stopped) {
 		uint64_t last = o->snapshot ? res->ev[KL_EV_CHECKSUM_RESTORED]
 			      : o->fpr	    ? res->ev[KL_EV_CHECKSUM_FPR]
 					    : res->ev[KL_EV_CHECKSUM];
@@ -260,7 +322,21 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       k == 1 ? "sees the guest's memory (same checksum)"
 		       : k == 0 ? "SEES OTHER DATA" : strerror(-k));
 	}
-	if (o->snapshot)
+	if (res->stopped)
+		printf("stopped at the checkpoint; the kept RAM %s and %s.vcpu resume with the "
+		       "same command\n",
+		       o->keep, o->snapshot);
+	else if (o->keep)
+		printf("kept RAM: %s the vCPU on %s (%s RAM, %zu KiB pages), nothing copied; "
+		       "guest checksum after the resume %#llx: %s\n",
+		       o->keep_run->reattaches ? "stopped, re-attached and resumed" : "resumed",
+		       o->keep, kl_backing_names[res->restored_backing], res->restored_page >> 10,
+		       (unsigned long long)res->ev[KL_EV_CHECKSUM_RESTORED],
+		       !res->restored			   ? "NOT RESUMED" :
+		       !res->have[KL_EV_CHECKSUM_RESTORED] ? "NOT REPORTED" :
+		       res->restored_mismatch		   ? "DIFFERS from before the stop" :
+							     "identical to before the stop");
+	else if (o->snapshot)
 		printf("snapshot: hpr_save %.1f ms, hpr_load %.1f ms, restored into a new VM "
 		       "(%s RAM, %zu KiB pages); checksum after restore %#llx: %s\n",
 		       res->save_ms, res->load_ms, kl_backing_names[res->restored_backing],
@@ -323,6 +399,27 @@ static int check_input(const struct kl_opts *o, struct kl_layout *l, struct kl_r
 		}
 		return PARSED;
 	}
+	if (o->keep) {
+		enum kl_backing b;
+		size_t page;
+
+		/* the mount decides the backing and the page size */
+		if (kl_keep_check_paths(o, &b, &page, msg, sizeof(msg))) {
+			fprintf(stderr, "kvm-lite: %s\n", msg);
+			return EXIT_INPUT;
+		}
+		if (kl_layout_init(l, o->ram, o->guest_page, page, kl_backing_names[b], msg,
+				   sizeof(msg))) {
+			fprintf(stderr, "kvm-lite: %s\n", msg);
+			return EXIT_INPUT;
+		}
+		/* boot, or resume: attached, checked, faulted in, before KVM */
+		return kl_keep_open(o, l, ram) ? EXIT_INPUT : PARSED;
+	}
+	if (o->snapshot && kl_snapshot_check_path(o->snapshot, msg, sizeof(msg))) {
+		fprintf(stderr, "kvm-lite: %s\n", msg);
+		return EXIT_INPUT;
+	}
 	if (kl_layout_init(l, o->ram, o->guest_page, kl_backing_page(o->backend),
 			   kl_backing_names[o->backend], msg, sizeof(msg))) {
 		fprintf(stderr, "kvm-lite: %s\n", msg);
@@ -340,13 +437,16 @@ int main(int argc, char **argv)
 		.repeat = 3,
 		.rand_iters = 1ul << 20,
 		.stride_reps = 4,
+		.pause_s = -1,
 	};
+	struct kl_keep_run keep_run = { 0 };
 	struct kl_layout l;
 	struct kl_ram ram = { 0 };
 	char msg[512];
 	bool probe = false;
 	int kvm, rc;
 
+	o.keep_run = &keep_run;
 	if ((rc = parse_args(argc, argv, &o, &probe)) != PARSED)
 		return rc;
 	if (!probe && (rc = check_input(&o, &l, &ram)) != PARSED) {
@@ -358,6 +458,8 @@ int main(int argc, char **argv)
 		/* --probe: usable KVM? Scripts decide with this, not with [ -c ] */
 		if (kvm >= 0)
 			close(kvm);
+		if (o.keep)
+			kl_keep_abandon(&o, &ram); /* a kept file just made: not kept */
 		kl_ram_destroy(&ram);
 		kl_ram_cleanup();
 		return kvm < 0 ? EXIT_SKIP : EXIT_OK;

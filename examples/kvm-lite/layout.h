@@ -5,7 +5,8 @@
  * it holds only macros when __ASSEMBLER__ is defined.
  *
  * Guest RAM is one hpregion region mapped at GPA 0. Below 2 MiB live the
- * VMM's boot page tables, the parameter block, the guest's GDT/IDT/TSS,
+ * VMM's boot page tables, the parameter block, the --keep checkpoint
+ * record (a page the guest never touches), the guest's GDT/IDT/TSS,
  * its stacks and its code; from 2 MiB the guest builds its own page tables
  * (4 KiB or 2 MiB leaves); the rest, from data_start (2 MiB aligned), is
  * the memory the measured loops run over.
@@ -17,6 +18,7 @@
 #define KL_BOOT_PDPT 0x2000
 #define KL_BOOT_PD 0x3000	/* 2 MiB leaves over the first GiB */
 #define KL_PARAMS 0x5000	/* struct kl_params, written by the VMM */
+#define KL_KEEP_REC 0x6000	/* --keep: checkpoint record (keeprec.h), VMM only */
 #define KL_IDT 0x7000		/* 32 interrupt gates, built by the guest */
 #define KL_TSS 0x8000		/* 104-byte TSS (rsp0), filled by the guest */
 #define KL_KSTACK_TOP 0x10000	/* CPL 0 stack: 0x9000..0x10000 */

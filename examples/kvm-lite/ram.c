@@ -178,6 +178,48 @@ int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
 	return rc;
 }
 
+int kl_ram_keep(struct kl_ram *ram, const char *dir, const char *name, size_t size,
+		const struct kl_ram_opts *o, bool attach_only, bool *attached, double *ms)
+{
+	struct hpr_config c;
+	double t;
+	int rc;
+
+	memset(ram, 0, sizeof(*ram));
+	hpr_config_init(&c);
+	c.size = size;
+	c.path = dir;
+	c.name = name;
+	c.workers = o->workers;
+	c.backend = HPR_BACKEND_AUTO; /* the mount decides: shmem or hugetlb */
+	c.flags = HPR_F_SHARED | (attach_only ? HPR_F_ATTACH_ONLY : HPR_F_ATTACH);
+	t = now_ms();
+	rc = hpr_create(&c, &ram->r);
+	*ms = now_ms() - t;
+	if (rc) {
+		fprintf(stderr, "kvm-lite: cannot %s kept guest RAM %s/%s: %s\n",
+			attach_only ? "attach to" : "attach to or create", dir, name,
+			hpr_strerror(rc));
+		return rc;
+	}
+	*attached = hpr_attached(ram->r);
+	ram->backing = hpr_backend_of(ram->r) == HPR_BACKEND_SHMEM ? KB_SHMEM_HUGE :
+		       hpr_page_size(ram->r) == (1ul << 30)	   ? KB_HUGETLB_1G :
+								     KB_HUGETLB;
+	ram->base = hpr_base(ram->r);
+	ram->size = hpr_size(ram->r);
+	return 0;
+}
+
+long long kl_ram_file_blocks(const struct kl_ram *ram)
+{
+	struct stat st;
+
+	if (fstat(hpr_fd(ram->r), &st))
+		return -errno;
+	return (long long)st.st_blocks;
+}
+
 void kl_ram_destroy(struct kl_ram *ram)
 {
 	if (ram->r)

@@ -11,6 +11,8 @@
  *   snapshot / restore                 kl_ram_save/_load  hpr_save / hpr_load
  *   "is my guest really huge?"         kl_ram_stats       hpr_stats (smaps)
  *   RAM another process maps           kl_ram_fd          hpr_fd (shmem, hugetlb)
+ *   RAM that outlives the VMM (--keep) kl_ram_keep        hpr_create HPR_F_ATTACH(_ONLY),
+ *                                                         hpr_attached
  *
  * Errors are printed here with the library's advice (hpr_strerror), so
  * callers only pass the -errno on.
@@ -58,6 +60,16 @@ struct kl_ram_opts {
 int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
 		  const struct kl_ram_opts *o);
 void kl_ram_destroy(struct kl_ram *ram);
+/* --keep: guest RAM as the kept region dir/name (a tmpfs mounted huge= or
+ * hugetlbfs; the backing follows the mount). attach_only: it must exist
+ * (-ENOENT otherwise); else it is attached if it exists and created if
+ * not. Shared, so the guest's writes go to the file and outlive the VMM.
+ * Not faulted in; *attached says which happened, *ms how long
+ * hpr_create took. */
+int kl_ram_keep(struct kl_ram *ram, const char *dir, const char *name, size_t size,
+		const struct kl_ram_opts *o, bool attach_only, bool *attached, double *ms);
+/* The backing file's allocated 512-byte blocks (st_blocks), or -errno. */
+long long kl_ram_file_blocks(const struct kl_ram *ram);
 /* Unmount the private tmpfs, if kl_ram_create made one. */
 void kl_ram_cleanup(void);
 

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "run.h"
+#include "keep.h"
 #include "kvm.h"
 #include "vcpustate.h"
 
@@ -34,7 +35,7 @@ struct guest {
 	struct kvm_regs g;    /* registers at this exit */
 };
 
-enum { GO_ON = 0, DONE = 1 };
+enum { GO_ON = 0, DONE = 1, STOPPED = 2 };
 
 static double now_ms(void)
 {
@@ -207,7 +208,7 @@ static int restore_vm(struct guest *gu, enum kl_backing b, int rfd, int vfd)
 	t = now_ms();
 	rc = kl_ram_load(&r2, rfd);
 	gu->res->load_ms = now_ms() - t;
-	if (!rc && (rc = kl_vcpu_state_read(vfd, &back)))
+	if (!rc && (rc = kl_vcpu_state_read(vfd, &back, NULL)))
 		fprintf(stderr, "kvm-lite: reading the vCPU file: %s\n", strerror(-rc));
 	if (!rc && (back.ram != gu->l->ram || back.guest_page != gu->l->guest_page)) {
 		rc = -EINVAL;
@@ -224,6 +225,73 @@ static int restore_vm(struct guest *gu, enum kl_backing b, int rfd, int vfd)
 	return 0;
 }
 
+/* --keep: a new VM on the kept RAM, the vCPU as PREFIX.vcpu holds it, the
+ * record RUNNING; what it took is the restore time. */
+static int resume_vm(struct guest *gu)
+{
+	struct kl_keep_run *k = gu->o->keep_run;
+	double t = now_ms();
+	int rc;
+
+	if ((rc = kl_vm_create(&gu->v, gu->kvm, gu->ram->base, gu->l->ram)) ||
+	    (rc = kl_vcpu_load(&gu->v, &k->vcpu))) {
+		fprintf(stderr, "kvm-lite: restoring the VM on kept RAM: %s\n", strerror(-rc));
+		return rc;
+	}
+	k->restore_ms = now_ms() - t;
+	gu->before_snap = k->rec.guest_sum;
+	gu->res->restored = true;
+	gu->res->restored_backing = gu->ram->backing;
+	gu->res->restored_page = hpr_page_size(gu->ram->r);
+	kl_keep_running(gu->ram);
+	kl_keep_print(gu->o, gu->ram);
+	return 0;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec t = { .tv_sec = (time_t)s,
+			      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (nanosleep(&t, &t) && errno == EINTR)
+		;
+}
+
+/* --keep at the checkpoint: the vCPU to PREFIX.vcpu, the record STOPPED.
+ * With --checkpoint-pause: wait there (a kill -9 now leaves a resumable
+ * stop) and end the run. Without: the VMM lets go of VM and RAM and
+ * re-attaches to the kept file as a new VMM would, in this process. */
+static int keep_checkpoint(struct guest *gu)
+{
+	struct kl_vcpu_state st;
+	int rc;
+
+	memset(&st, 0, sizeof(st));
+	if ((rc = kl_vcpu_save(&gu->v, &st))) {
+		fprintf(stderr, "kvm-lite: saving the vCPU: %s\n", strerror(-rc));
+		return rc;
+	}
+	st.ram = gu->l->ram;
+	st.guest_page = (uint32_t)gu->l->guest_page;
+	st.flags = gu->flags;
+	if ((rc = kl_keep_stop(gu->o, gu->ram, &st, gu->before_snap)))
+		return rc;
+	if (gu->o->pause_s >= 0) {
+		printf("checkpoint: pausing %.0f s (pid %d); kill -9 it now or let it stop\n",
+		       gu->o->pause_s, (int)getpid());
+		fflush(stdout);
+		sleep_s(gu->o->pause_s);
+		gu->res->stopped = true;
+		return STOPPED;
+	}
+	kl_vm_destroy(&gu->v);
+	kl_ram_destroy(gu->ram);
+	gu->o->keep_run->reattaches++;
+	if ((rc = kl_keep_open(gu->o, gu->l, gu->ram)))
+		return rc;
+	return resume_vm(gu);
+}
+
 /* Pause at the checkpoint: save RAM and vCPU, throw the VM and its RAM
  * away, restore both into new ones and resume. */
 static int on_checkpoint(struct guest *gu)
@@ -236,6 +304,8 @@ static int on_checkpoint(struct guest *gu)
 		return GO_ON;
 	gu->before_snap = res->ev[KL_EV_CHECKSUM_FPR] ? res->ev[KL_EV_CHECKSUM_FPR]
 						      : res->ev[KL_EV_CHECKSUM];
+	if (gu->o->keep)
+		return keep_checkpoint(gu);
 	if ((rfd = open_snapshot_file(gu->o->snapshot, "ram", path, sizeof(path))) < 0)
 		return rfd;
 	if ((vfd = open_snapshot_file(gu->o->snapshot, "vcpu", path, sizeof(path))) < 0) {
@@ -346,7 +416,7 @@ static int run_vcpu(struct guest *gu)
 		else
 			rc = on_unexpected(gu);
 		if (rc)
-			return rc == DONE ? 0 : rc;
+			return rc == DONE || rc == STOPPED ? 0 : rc;
 	}
 }
 
@@ -381,15 +451,23 @@ int kl_run_guest(const struct kl_opts *o, int kvm, const struct kl_layout *l, st
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	if ((rc = kl_ram_prefault(ram, &res->prefault_ms)))
-		return rc;
-	load_guest(&gu);
-	if ((rc = kl_vm_create(&gu.v, kvm, ram->base, l->ram))) {
-		fprintf(stderr, "kvm-lite: creating the VM: %s\n", strerror(-rc));
-		return rc;
+	gu.v.vm = gu.v.vcpu = -1;
+	if (o->keep && o->keep_run->resume) {
+		/* kept RAM, attached, checked and faulted in (kl_keep_open) */
+		rc = resume_vm(&gu);
+	} else {
+		if ((rc = kl_ram_prefault(ram, &res->prefault_ms)))
+			return rc;
+		load_guest(&gu);
+		if (o->keep)
+			kl_keep_boot(o, l, ram);
+		if ((rc = kl_vm_create(&gu.v, kvm, ram->base, l->ram))) {
+			fprintf(stderr, "kvm-lite: creating the VM: %s\n", strerror(-rc));
+			return rc;
+		}
+		if ((rc = kl_vcpu_enter_long_mode(&gu.v, KL_CODE, KL_KSTACK_TOP)))
+			fprintf(stderr, "kvm-lite: KVM_SET_SREGS (long mode): %s\n", strerror(-rc));
 	}
-	if ((rc = kl_vcpu_enter_long_mode(&gu.v, KL_CODE, KL_KSTACK_TOP)))
-		fprintf(stderr, "kvm-lite: KVM_SET_SREGS (long mode): %s\n", strerror(-rc));
 	if (!rc && !(rc = run_vcpu(&gu))) {
 		res->guest_leaf = guest_leaf(&gu);
 		rc = kl_ram_stats(ram, &res->st);
@@ -400,10 +478,16 @@ int kl_run_guest(const struct kl_opts *o, int kvm, const struct kl_layout *l, st
 
 int kl_check_result(const struct kl_opts *o, const struct kl_result *res)
 {
-	if (res->sum_mismatch || !res->have[KL_EV_CHECKSUM] || !res->guest_leaf ||
-	    res->bad_requests)
+	bool resumed = o->keep && o->keep_run->resume && !o->keep_run->reattaches;
+
+	if (res->sum_mismatch || !res->guest_leaf || res->bad_requests)
 		return 1;
-	if (o->fpr && !res->have[KL_EV_CHECKSUM_FPR])
+	/* a resumed guest starts past its measured loops */
+	if (!resumed && !res->have[KL_EV_CHECKSUM])
+		return 1;
+	if (res->stopped)
+		return 0;
+	if (o->fpr && !resumed && !res->have[KL_EV_CHECKSUM_FPR])
 		return 1;
 	if (o->snapshot &&
 	    (!res->restored || res->restored_mismatch || !res->have[KL_EV_CHECKSUM_RESTORED]))

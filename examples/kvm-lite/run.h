@@ -7,6 +7,7 @@
 #ifndef KVM_LITE_RUN_H
 #define KVM_LITE_RUN_H
 
+#include "keeprec.h"
 #include "layout.h"
 #include "ram.h"
 
@@ -15,12 +16,34 @@
 
 #define KL_NEV 16 /* guest report events, KL_EV_* < KL_NEV */
 
+/* --keep: what the kept RAM was found to be and what re-attaching cost,
+ * for one start of the VMM or a re-attach at the checkpoint (keep.c). */
+struct kl_keep_run {
+	bool resume;		   /* RAM attached, the vCPU from PREFIX.vcpu */
+	uint64_t id;		   /* the kept RAM's id */
+	struct kl_vcpu_state vcpu; /* resume: the state to load */
+	struct kl_keep_rec rec;	   /* resume: the record as found */
+	double create_ms, prefault_ms, sum_ms, restore_ms;
+	long long blocks[2]; /* the kept file's st_blocks: before the attach,
+			      * after the prefault */
+	long long mem[2][2]; /* Shmem, ShmemHugePages kB (shmem) or free huge
+			      * pages (hugetlb): before, after */
+	size_t huge_mapped;  /* smaps, after the prefault */
+	uint64_t ram_sum;    /* recomputed after the attach */
+	unsigned reattaches; /* in this process, at the checkpoint */
+};
+
 struct kl_opts {
 	size_t ram;
 	enum kl_backing backend;
 	size_t guest_page;
 	struct kl_ram_opts ram_opts;
 	const char *snapshot; /* PREFIX: pause at the checkpoint, save, restore */
+	const char *keep;     /* --keep DIR/NAME: guest RAM is a kept region */
+	const char *keep_dir, *keep_name;
+	double pause_s;		      /* --checkpoint-pause S: stop there, or < 0 */
+	struct kl_keep_run *keep_run; /* --keep: this run's kept-RAM state */
+	bool backend_set;	      /* -b given */
 	bool matrix, fpr, verbose, ud2, quick;
 	const char *json;
 	unsigned repeat;
@@ -38,6 +61,7 @@ struct kl_result {
 	int restored_mismatch;	/* checksum after restore != before */
 	int bad_requests;	/* guest requests refused as out of range */
 	bool restored;
+	bool stopped;			  /* --checkpoint-pause: stopped at the checkpoint */
 	enum kl_backing restored_backing; /* --snapshot: the new RAM's backing */
 	size_t restored_page;		  /* and its page size */
 };
