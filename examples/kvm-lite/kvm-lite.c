@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "keep.h"
+#include "kick.h"
 #include "kvm.h"
 #include "layout.h"
 #include "matrix.h"
@@ -78,15 +79,29 @@ static void usage(FILE *f)
 		"      --stride-reps N    passes of the 4 KiB stride (default 4)\n"
 		"      --workers N        prefault threads (default: one per CPU)\n"
 		"  -v, --verbose          print every guest report\n"
+		"      --watchdog S       stop a guest that has not exited to the VMM for\n"
+		"                         S seconds (default 600; 0: never)\n"
 		"      --test-guest-fault the guest executes ud2 at CPL 3 (tests its\n"
 		"                         IDT/TSS; the run fails with exception 6)\n"
+		"      --test-hostile     the guest sends requests the VMM must refuse or\n"
+		"                         ignore (ranges, ports, MMIO); the run passes only\n"
+		"                         if each was, and the VMM survived them\n"
+		"      --test-guest-hang  the guest spins at CPL 3 and never exits (for\n"
+		"                         --watchdog and SIGINT/SIGTERM)\n"
+		"      --test-restore-v2  with --snapshot: restore only regs, sregs, fpu\n"
+		"                         and the host's CPUID, as format 2 did (the\n"
+		"                         guest's checks must fail)\n"
+		"      --test-kick signal-mask  kick KVM_RUN through KVM_SET_SIGNAL_MASK\n"
+		"                         even where KVM_CAP_IMMEDIATE_EXIT exists\n"
 		"      --probe            only say whether /dev/kvm is usable (opens it,\n"
 		"                         creates a VM) and which KVM it is: exit 0 or 77\n"
-		"exit: 0 ok, 1 run failed, 2 bad input, 77 no usable /dev/kvm\n");
+		"exit: 0 ok, 1 run failed (the guest crashed, the watchdog stopped it),\n"
+		"2 bad input, 77 no usable /dev/kvm, 128+N stopped by signal N\n"
+		"(SIGINT, SIGTERM: the guest is stopped, VM and RAM released)\n");
 }
 
 /* Options into o; PARSED, or the exit code for bad input or --help. */
-static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
+static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, bool *sigmask)
 {
 	static const struct option lo[] = {
 		{ "ram", required_argument, NULL, 'm' },
@@ -104,6 +119,11 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "test-guest-fault", no_argument, NULL, 'U' },
+		{ "test-hostile", no_argument, NULL, 'H' },
+		{ "test-guest-hang", no_argument, NULL, 'G' },
+		{ "test-restore-v2", no_argument, NULL, 'O' },
+		{ "test-kick", required_argument, NULL, 'k' },
+		{ "watchdog", required_argument, NULL, 'd' },
 		{ "json", required_argument, NULL, 'J' },
 		{ "quick", no_argument, NULL, 'Q' },
 		{ "probe", no_argument, NULL, 'P' },
@@ -192,6 +212,34 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		case 'U':
 			o->ud2 = true;
 			break;
+		case 'H':
+			o->hostile = true;
+			break;
+		case 'G':
+			o->hang = true;
+			break;
+		case 'O':
+			o->test_partial = true;
+			break;
+		case 'k':
+			if (strcmp(optarg, "signal-mask")) {
+				fprintf(stderr, "kvm-lite: --test-kick signal-mask is the only one\n");
+				return EXIT_INPUT;
+			}
+			*sigmask = true;
+			break;
+		case 'd':
+			errno = 0;
+			o->watchdog_s = strtod(optarg, &end);
+			if (errno || *end || end == optarg ||
+			    !(o->watchdog_s >= 0 && o->watchdog_s <= 86400)) {
+				fprintf(stderr,
+					"kvm-lite: bad --watchdog '%s': seconds, 0 (never) to "
+					"86400\n",
+					optarg);
+				return EXIT_INPUT;
+			}
+			break;
 		case 'J':
 			o->json = optarg;
 			break;
@@ -242,6 +290,10 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 	if (o->keep && (!o->snapshot || o->matrix)) {
 		fprintf(stderr, "kvm-lite: --keep needs --snapshot PREFIX (the vCPU's file) "
 				"and runs one guest, not --matrix\n");
+		return EXIT_INPUT;
+	}
+	if (o->test_partial && !o->snapshot) {
+		fprintf(stderr, "kvm-lite: --test-restore-v2 goes with --snapshot\n");
 		return EXIT_INPUT;
 	}
 	if (o->pause_s >= 0 && !o->keep) {
@@ -438,17 +490,23 @@ int main(int argc, char **argv)
 		.rand_iters = 1ul << 20,
 		.stride_reps = 4,
 		.pause_s = -1,
+		.watchdog_s = 600,
 	};
 	struct kl_keep_run keep_run = { 0 };
 	struct kl_layout l;
 	struct kl_ram ram = { 0 };
 	char msg[512];
-	bool probe = false;
-	int kvm, rc;
+	bool probe = false, sigmask = false;
+	int kvm, rc, sig;
 
 	o.keep_run = &keep_run;
-	if ((rc = parse_args(argc, argv, &o, &probe)) != PARSED)
+	if ((rc = parse_args(argc, argv, &o, &probe, &sigmask)) != PARSED)
 		return rc;
+	/* SIGINT/SIGTERM from here on stop the guest and release everything */
+	if ((rc = kl_kick_install(sigmask))) {
+		fprintf(stderr, "kvm-lite: signal handlers: %s\n", strerror(-rc));
+		return 1;
+	}
 	if (!probe && (rc = check_input(&o, &l, &ram)) != PARSED) {
 		kl_ram_cleanup();
 		return rc;
@@ -471,6 +529,11 @@ int main(int argc, char **argv)
 	kl_ram_destroy(&ram);
 	close(kvm);
 	kl_ram_cleanup();
+	if ((sig = kl_stop_signal())) {
+		fprintf(stderr, "kvm-lite: stopped by %s; VM and guest RAM released\n",
+			kl_signal_name(sig));
+		return 128 + sig;
+	}
 	if (rc)
 		fprintf(stderr, "kvm-lite: FAILED\n");
 	return rc ? 1 : EXIT_OK;

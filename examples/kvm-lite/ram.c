@@ -295,6 +295,20 @@ const char *kl_ram_error(int rc)
 	return hpr_strerror(rc);
 }
 
+size_t kl_ram_page(const struct kl_ram *ram)
+{
+	size_t ps = hpr_page_size(ram->r);
+
+	return ps > 4096 ? ps : 4096;
+}
+
+size_t kl_ram_huge_mapped(struct kl_ram *ram)
+{
+	struct hpr_stats st;
+
+	return hpr_stats(ram->r, &st) ? 0 : st.huge_mapped;
+}
+
 int kl_ram_fd(const struct kl_ram *ram)
 {
 	return hpr_fd(ram->r);

@@ -199,6 +199,11 @@ static void test_vcpu_old_version(void)
 	      "write v1");
 	rc = kl_vcpu_state_read(fd, &b, &ver);
 	CHECK(rc == -EPROTO && ver == 1, "version 1 file: rc %d version %u", rc, ver);
+	/* version 2: regs, sregs and fpu only -- refused the same way */
+	v1.version = 2;
+	CHECK(pwrite(fd, &v1, 16, 0) == 16, "pwrite");
+	rc = kl_vcpu_state_read(fd, &b, &ver);
+	CHECK(rc == -EPROTO && ver == 2, "version 2 file: rc %d version %u", rc, ver);
 	v1.version = KL_VCPU_VERSION + 1;
 	CHECK(pwrite(fd, &v1, 16, 0) == 16, "pwrite");
 	rc = kl_vcpu_state_read(fd, &b, &ver);
@@ -230,6 +235,24 @@ static void test_vcpu_file(void)
 	a.fpu.fcw = 0x37f;
 	a.keep_id = 0x1234567890abcdefull;
 	a.checkpoint = 3;
+	/* version 3: every class */
+	a.have = KL_HAVE_ALL;
+	a.events.nmi.masked = 1;
+	a.mp_state.mp_state = KVM_MP_STATE_RUNNABLE;
+	a.xsave[128] = 7; /* XSTATE_BV */
+	a.xsave[1023] = 0xdeadbeef;
+	a.xcrs.nr_xcrs = 1;
+	a.xcrs.xcrs[0].value = 7;
+	a.debugregs.db[3] = 0x4018;
+	a.debugregs.dr7 = 0x00f50400;
+	a.nmsrs = KL_VCPU_MAX_MSRS;
+	a.msrs[0].index = 0xc0000082;
+	a.msrs[0].data = 0xffffffff81234560ull;
+	a.msrs[KL_VCPU_MAX_MSRS - 1].index = 0x10;
+	a.msrs[KL_VCPU_MAX_MSRS - 1].data = 1ull << 40;
+	a.ncpuid = 2;
+	a.cpuid[1].function = 0x4b4c0000;
+	a.cpuid[1].ebx = 0x1234;
 	rc = kl_vcpu_state_write(fd, &a);
 	CHECK(rc == 0, "write: %d", rc);
 	memset(&b, 0xa5, sizeof(b));
@@ -240,6 +263,10 @@ static void test_vcpu_file(void)
 		      b.guest_page == a.guest_page && b.flags == a.flags &&
 		      b.keep_id == a.keep_id && b.checkpoint == 3,
 	      "round trip: rc %d", rc);
+	CHECK(rc == 0 && !memcmp(&a, &b, sizeof(a)),
+	      "round trip of every class (events, mp_state, XSAVE, XCRs, debug registers, %u MSRs, "
+	      "CPUID)",
+	      a.nmsrs);
 	len = lseek(fd, 0, SEEK_END);
 
 	/* a flipped byte in the middle */
