@@ -362,6 +362,10 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_FPR],
 		       res->sum_mismatch ? "MISMATCH" : "matches the host view");
 	}
+	if (o->hostile)
+		printf("hostile guest: %d guest requests refused, %llu seen refused by the guest, "
+		       "%u accesses ignored; the VMM ran on\n",
+		       res->bad_requests, (unsigned long long)res->ev[KL_EV_HOSTILE], res->ignored);
 	if (kl_ram_fd(ram) >= 0 && !res->stopped) {
 		uint64_t last = o->snapshot ? res->ev[KL_EV_CHECKSUM_RESTORED]
 			      : o->fpr	    ? res->ev[KL_EV_CHECKSUM_FPR]
