@@ -98,7 +98,10 @@ expect 1 "watchdog: the guest has not exited to the VMM for 2 s (--watchdog)" \
 stop() {
 	sig=$1
 	shift
-	"$K" -m 16M --test-guest-hang --watchdog 0 -v "$@" >"$T/h.out" 2>&1 &
+	# a new file each time: the last one's "setup" must not count
+	rm -f "$T/h.out"
+	: >"$T/h.out"
+	"$K" -m 16M --test-guest-hang --watchdog 0 -v "$@" >>"$T/h.out" 2>&1 &
 	pid=$!
 	i=0
 	while ! grep -q "guest: setup" "$T/h.out"; do

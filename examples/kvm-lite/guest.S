@@ -164,6 +164,9 @@ kl_guest_start:
 	inc %ecx
 	cmp $32, %ecx
 	jb 8b
+	mov $(KL_IDT + 6 * 16), %rdi
+	lea ud_stub(%rip), %rsi
+	call set_gate			/* #UD: the AVX probe's, or a real one */
 	mov $(KL_IDT + 3 * 16), %rdi
 	lea vmm_call(%rip), %rsi
 	movabs $0x0000ee0000000000, %r9	/* present, DPL 3, 64-bit int gate */
@@ -274,6 +277,22 @@ isr_common:
 	 * the exit (and may save and restore the vCPU here, for the
 	 * checkpoint); iretq returns past the int3 with every register but
 	 * rdx as the caller left it. */
+	/* #UD at avx_probe: CPUID offered AVX and XCR0 has it, but the CPU
+	 * does not run it (qemu 7.2's TCG for a nested guest): no AVX, and on
+	 * past the 4-byte probe. Any other #UD is the guest's exception. */
+	.balign 16
+ud_stub:
+	push %rax
+	lea avx_probe(%rip), %rax
+	cmp %rax, 8(%rsp)
+	pop %rax
+	jne 1f
+	addq $4, (%rsp)
+	movq $0, avx_on(%rip)
+	iretq
+1:	pushq $6
+	jmp isr_common
+
 	.balign 16
 vmm_call:
 	cmp $KL_PORT_CHECKPOINT, %edx
@@ -551,7 +570,11 @@ hostile:
 
 user_main:
 	mov $KL_PARAMS, %r15
-	testq $KL_P_UD2, KLP_FLAGS(%r15)
+	cmpq $0, avx_on(%rip)
+	je 1f
+avx_probe:
+	vxorps %ymm0, %ymm0, %ymm0	/* 4 bytes; ud_stub skips it on #UD */
+1:	testq $KL_P_UD2, KLP_FLAGS(%r15)
 	jz 1f
 	ud2
 1:	testq $KL_P_HANG, KLP_FLAGS(%r15)

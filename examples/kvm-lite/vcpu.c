@@ -192,9 +192,14 @@ static int save_cpuid(const struct kl_vm *v, struct kl_vcpu_state *st)
 	if (!c)
 		return -ENOMEM;
 	c->h.nent = KL_VCPU_MAX_CPUID;
-	if (ioctl(v->vcpu, KVM_GET_CPUID2, c))
+	if (ioctl(v->vcpu, KVM_GET_CPUID2, c)) {
 		rc = -errno;
-	else if (c->h.nent > KL_VCPU_MAX_CPUID)
+		if (rc == -E2BIG)
+			fprintf(stderr,
+				"kvm-lite: the vCPU has more than %d CPUID leaves, more than "
+				"the vCPU file holds\n",
+				KL_VCPU_MAX_CPUID);
+	} else if (c->h.nent > KL_VCPU_MAX_CPUID)
 		rc = -E2BIG;
 	if (!rc) {
 		st->ncpuid = c->h.nent;

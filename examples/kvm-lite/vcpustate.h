@@ -18,7 +18,7 @@
 #define KL_VCPU_VERSION 3
 
 #define KL_VCPU_MAX_MSRS 320  /* KVM_GET_MSR_INDEX_LIST has ~100-250 */
-#define KL_VCPU_MAX_CPUID 128 /* KVM_GET_CPUID2 entries */
+#define KL_VCPU_MAX_CPUID 256 /* KVM_GET_CPUID2 entries (kvm_amd under qemu -cpu max: 128) */
 #define KL_VCPU_XSAVE 4096    /* legacy KVM_GET_XSAVE area (no AMX) */
 
 /* kl_vcpu_state.have: which classes the saving KVM gave (regs, sregs and
