@@ -28,8 +28,12 @@ if(TARGET kvm-lite AND TARGET kvm-lite-unit)
   add_test(NAME kvmlite_guest
     COMMAND ${PROJECT_SOURCE_DIR}/tests/kvmlite-guest.sh $<TARGET_FILE:kvm-lite>
       $<TARGET_FILE:kvmlite_shim>)
+  # structure: only ram.c calls hpregion, run.c has a handler per exit reason
+  add_test(NAME kvmlite_layers
+    COMMAND ${PROJECT_SOURCE_DIR}/tests/kvmlite-layers.sh $<TARGET_OBJECTS:kvm-lite>
+    COMMAND_EXPAND_LISTS)
   set_tests_properties(kvmlite_unit kvmlite_cli kvmlite_noport kvmlite_native kvmlite_keep
-    kvmlite_guest
+    kvmlite_guest kvmlite_layers
     PROPERTIES
     LABELS example SKIP_RETURN_CODE 77 TIMEOUT 1200)
 endif()
