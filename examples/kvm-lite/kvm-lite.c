@@ -42,62 +42,61 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: kvm-lite [options]\n"
-		"  -m, --ram SIZE         guest RAM (default 64M; multiple of 2M, or of\n"
-		"                         the host page size)\n"
-		"  -b, --backend B        host backing: 4k thp shmem shmem-huge hugetlb\n"
-		"                         hugetlb-1g (default thp; shmem/hugetlb are\n"
-		"                         shared fds; hugetlb-1g needs -m in whole GiB)\n"
-		"  -g, --guest-page P     guest page tables: 4k or 2m (default 2m)\n"
-		"      --shmem-dir DIR    tmpfs mounted huge=always for shmem-huge (default:\n"
-		"                         a private one in a new mount namespace)\n"
-		"      --matrix           run host {4k,thp,hugetlb,shmem-huge} x guest\n"
-		"                         {4k,2m} and print ratios vs 4k+4k\n"
-		"      --repeat N         matrix rounds, interleaved (default 3); the\n"
-		"                         matrix runs no --fpr/--snapshot rounds\n"
-		"      --fpr              free page reporting rounds (release, reuse);\n"
-		"                         with --matrix: after the matrix, interleaved\n"
-		"                         FPR rounds on thp, hugetlb and shmem-huge\n"
-		"      --json FILE        with --matrix: the results as JSON (bench/run)\n"
-		"      --quick            with --matrix: 1 round and short loops unless\n"
-		"                         --repeat/--rand-iters/--stride-reps say otherwise\n"
-		"      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
-		"                         PREFIX.ram (hpr_save) and the vCPU to\n"
-		"                         PREFIX.vcpu, restore into a new VM, resume\n"
-		"      --keep DIR/NAME    guest RAM is the kept region NAME on DIR, a tmpfs\n"
-		"                         mounted huge= or hugetlbfs (the mount decides\n"
-		"                         the backing); needs --snapshot PREFIX: at the\n"
-		"                         checkpoint the vCPU goes to PREFIX.vcpu (not\n"
-		"                         on hugetlbfs) and the RAM stays where it is.\n"
-		"                         PREFIX.vcpu there: resume on the kept RAM\n"
-		"                         (nothing copied), else boot and keep it\n"
-		"      --checkpoint-pause S  with --keep: stop at the checkpoint and wait\n"
-		"                         S seconds (kill -9 it there, or it exits 0);\n"
-		"                         resume later with the same command\n"
-		"      --rand-iters N     random updates (default 1M)\n"
-		"      --stride-reps N    passes of the 4 KiB stride (default 4)\n"
-		"      --workers N        prefault threads (default: one per CPU)\n"
-		"  -v, --verbose          print every guest report\n"
-		"      --watchdog S       stop a guest that has not exited to the VMM for\n"
-		"                         S seconds (default 600; 0: never)\n"
-		"      --test-guest-fault the guest executes ud2 at CPL 3 (tests its\n"
-		"                         IDT/TSS; the run fails with exception 6)\n"
-		"      --test-hostile     the guest sends requests the VMM must refuse or\n"
-		"                         ignore (ranges, ports, MMIO); the run passes only\n"
-		"                         if each was, and the VMM survived them\n"
-		"      --test-guest-hang  the guest spins at CPL 3 and never exits (for\n"
-		"                         --watchdog and SIGINT/SIGTERM)\n"
-		"      --test-restore-v2  with --snapshot: restore only regs, sregs, fpu\n"
-		"                         and the host's CPUID, as format 2 did (the\n"
-		"                         guest's checks must fail)\n"
-		"      --test-kick signal-mask  kick KVM_RUN through KVM_SET_SIGNAL_MASK\n"
-		"                         even where KVM_CAP_IMMEDIATE_EXIT exists\n"
-		"      --probe            only say whether /dev/kvm is usable (opens it,\n"
-		"                         creates a VM) and which KVM it is: exit 0 or 77\n"
-		"exit: 0 ok, 1 run failed (the guest crashed, the watchdog stopped it),\n"
-		"2 bad input, 77 no usable /dev/kvm, 128+N stopped by signal N\n"
-		"(SIGINT, SIGTERM: the guest is stopped, VM and RAM released)\n");
+	fprintf(f, "usage: kvm-lite [options]\n"
+		   "  -m, --ram SIZE         guest RAM (default 64M; multiple of 2M, or of\n"
+		   "                         the host page size)\n"
+		   "  -b, --backend B        host backing: 4k thp shmem shmem-huge hugetlb\n"
+		   "                         hugetlb-1g (default thp; shmem/hugetlb are\n"
+		   "                         shared fds; hugetlb-1g needs -m in whole GiB)\n"
+		   "  -g, --guest-page P     guest page tables: 4k or 2m (default 2m)\n"
+		   "      --shmem-dir DIR    tmpfs mounted huge=always for shmem-huge (default:\n"
+		   "                         a private one in a new mount namespace)\n"
+		   "      --matrix           run host {4k,thp,hugetlb,shmem-huge} x guest\n"
+		   "                         {4k,2m} and print ratios vs 4k+4k\n"
+		   "      --repeat N         matrix rounds, interleaved (default 3); the\n"
+		   "                         matrix runs no --fpr/--snapshot rounds\n"
+		   "      --fpr              free page reporting rounds (release, reuse);\n"
+		   "                         with --matrix: after the matrix, interleaved\n"
+		   "                         FPR rounds on thp, hugetlb and shmem-huge\n"
+		   "      --json FILE        with --matrix: the results as JSON (bench/run)\n"
+		   "      --quick            with --matrix: 1 round and short loops unless\n"
+		   "                         --repeat/--rand-iters/--stride-reps say otherwise\n"
+		   "      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
+		   "                         PREFIX.ram (hpr_save) and the vCPU to\n"
+		   "                         PREFIX.vcpu, restore into a new VM, resume\n"
+		   "      --keep DIR/NAME    guest RAM is the kept region NAME on DIR, a tmpfs\n"
+		   "                         mounted huge= or hugetlbfs (the mount decides\n"
+		   "                         the backing); needs --snapshot PREFIX: at the\n"
+		   "                         checkpoint the vCPU goes to PREFIX.vcpu (not\n"
+		   "                         on hugetlbfs) and the RAM stays where it is.\n"
+		   "                         PREFIX.vcpu there: resume on the kept RAM\n"
+		   "                         (nothing copied), else boot and keep it\n"
+		   "      --checkpoint-pause S  with --keep: stop at the checkpoint and wait\n"
+		   "                         S seconds (kill -9 it there, or it exits 0);\n"
+		   "                         resume later with the same command\n"
+		   "      --rand-iters N     random updates (default 1M)\n"
+		   "      --stride-reps N    passes of the 4 KiB stride (default 4)\n"
+		   "      --workers N        prefault threads (default: one per CPU)\n"
+		   "  -v, --verbose          print every guest report\n"
+		   "      --watchdog S       stop a guest that has not exited to the VMM for\n"
+		   "                         S seconds (default 600; 0: never)\n"
+		   "      --test-guest-fault the guest executes ud2 at CPL 3 (tests its\n"
+		   "                         IDT/TSS; the run fails with exception 6)\n"
+		   "      --test-hostile     the guest sends requests the VMM must refuse or\n"
+		   "                         ignore (ranges, ports, MMIO); the run passes only\n"
+		   "                         if each was, and the VMM survived them\n"
+		   "      --test-guest-hang  the guest spins at CPL 3 and never exits (for\n"
+		   "                         --watchdog and SIGINT/SIGTERM)\n"
+		   "      --test-restore-v2  with --snapshot: restore only regs, sregs, fpu\n"
+		   "                         and the host's CPUID, as format 2 did (the\n"
+		   "                         guest's checks must fail)\n"
+		   "      --test-kick signal-mask  kick KVM_RUN through KVM_SET_SIGNAL_MASK\n"
+		   "                         even where KVM_CAP_IMMEDIATE_EXIT exists\n"
+		   "      --probe            only say whether /dev/kvm is usable (opens it,\n"
+		   "                         creates a VM) and which KVM it is: exit 0 or 77\n"
+		   "exit: 0 ok, 1 run failed (the guest crashed, the watchdog stopped it),\n"
+		   "2 bad input, 77 no usable /dev/kvm, 128+N stopped by signal N\n"
+		   "(SIGINT, SIGTERM: the guest is stopped, VM and RAM released)\n");
 }
 
 /* Options into o; PARSED, or the exit code for bad input or --help. */
@@ -147,8 +146,10 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 			break;
 		case 'b':
 			if (kl_backing_parse(optarg, &o->backend)) {
-				fprintf(stderr, "kvm-lite: unknown backend '%s' (4k thp shmem "
-						"shmem-huge hugetlb hugetlb-1g)\n", optarg);
+				fprintf(stderr,
+					"kvm-lite: unknown backend '%s' (4k thp shmem "
+					"shmem-huge hugetlb hugetlb-1g)\n",
+					optarg);
 				return EXIT_INPUT;
 			}
 			o->backend_set = true;
@@ -159,7 +160,8 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 			} else if (!strcmp(optarg, "2m") || !strcmp(optarg, "2M")) {
 				o->guest_page = 2ul << 20;
 			} else {
-				fprintf(stderr, "kvm-lite: guest page '%s': use 4k or 2m\n", optarg);
+				fprintf(stderr, "kvm-lite: guest page '%s': use 4k or 2m\n",
+					optarg);
 				return EXIT_INPUT;
 			}
 			break;
@@ -223,7 +225,8 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 			break;
 		case 'k':
 			if (strcmp(optarg, "signal-mask")) {
-				fprintf(stderr, "kvm-lite: --test-kick signal-mask is the only one\n");
+				fprintf(stderr,
+					"kvm-lite: --test-kick signal-mask is the only one\n");
 				return EXIT_INPUT;
 			}
 			*sigmask = true;
@@ -257,8 +260,10 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 			if (errno || *end || end == optarg || *optarg == '-' ||
 			    (c == 'r' && (v < 1 || v > KL_MAXREP)) || (c == 'w' && v > 1024)) {
 				fprintf(stderr, "kvm-lite: bad number '%s' for --%s\n", optarg,
-					c == 'r' ? "repeat" : c == 'R' ? "rand-iters"
-						  : c == 'T' ? "stride-reps" : "workers");
+					c == 'r' ? "repeat" :
+					c == 'R' ? "rand-iters" :
+					c == 'T' ? "stride-reps" :
+						   "workers");
 				return EXIT_INPUT;
 			}
 			if (c == 'r')
@@ -313,8 +318,8 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 }
 
 /* Print one run; returns 1 if the second-process check failed. */
-static int print_single(const struct kl_opts *o, const struct kl_layout *l, const struct kl_ram *ram,
-			const struct kl_result *res)
+static int print_single(const struct kl_opts *o, const struct kl_layout *l,
+			const struct kl_ram *ram, const struct kl_result *res)
 {
 	char desc[128];
 	int bad = 0;
@@ -324,8 +329,10 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 	kl_ram_describe(ram, desc, sizeof(desc));
 	printf("host %s (%s), guest %s pages (page-table walk: %s), %zu MiB RAM, %zu MiB measured\n",
 	       kl_backing_names[ram->backing], desc, l->guest_page == 4096 ? "4 KiB" : "2 MiB",
-	       res->guest_leaf == 4096 ? "4 KiB" : res->guest_leaf ? "2 MiB" : "?", l->ram >> 20,
-	       l->data_len >> 20);
+	       res->guest_leaf == 4096 ? "4 KiB" :
+	       res->guest_leaf	       ? "2 MiB" :
+					 "?",
+	       l->ram >> 20, l->data_len >> 20);
 	if (res->have[KL_EV_SETUP]) {
 		printf("prefault %.1f ms; guest setup at CPL 0: %.2f Mcycles\n", res->prefault_ms,
 		       kl_mc(res->ev[KL_EV_SETUP]));
@@ -367,16 +374,17 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       "%u accesses ignored; the VMM ran on\n",
 		       res->bad_requests, (unsigned long long)res->ev[KL_EV_HOSTILE], res->ignored);
 	if (kl_ram_fd(ram) >= 0 && !res->stopped) {
-		uint64_t last = o->snapshot ? res->ev[KL_EV_CHECKSUM_RESTORED]
-			      : o->fpr	    ? res->ev[KL_EV_CHECKSUM_FPR]
-					    : res->ev[KL_EV_CHECKSUM];
+		uint64_t last = o->snapshot ? res->ev[KL_EV_CHECKSUM_RESTORED] :
+				o->fpr	    ? res->ev[KL_EV_CHECKSUM_FPR] :
+					      res->ev[KL_EV_CHECKSUM];
 		int k = kl_ram_other_process_sees(ram, l->data, l->data_len, last);
 
 		bad = k != 1;
 
 		printf("another process mapping hpr_fd(): %s\n",
-		       k == 1 ? "sees the guest's memory (same checksum)"
-		       : k == 0 ? "SEES OTHER DATA" : strerror(-k));
+		       k == 1 ? "sees the guest's memory (same checksum)" :
+		       k == 0 ? "SEES OTHER DATA" :
+				strerror(-k));
 	}
 	if (res->stopped)
 		printf("stopped at the checkpoint; the kept RAM %s and %s.vcpu resume with the "
@@ -398,12 +406,11 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       res->save_ms, res->load_ms, kl_backing_names[res->restored_backing],
 		       res->restored_page >> 10,
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_RESTORED],
-		       !res->restored ? "NOT RESTORED"
-		       : res->restored_mismatch ? "DIFFERS from before the snapshot"
-						: "identical to before the snapshot");
+		       !res->restored	      ? "NOT RESTORED" :
+		       res->restored_mismatch ? "DIFFERS from before the snapshot" :
+						"identical to before the snapshot");
 	return bad;
 }
-
 
 /* Open a usable KVM and say which one, or say why there is none. */
 static int open_kvm(char *msg, size_t len)
@@ -412,14 +419,14 @@ static int open_kvm(char *msg, size_t len)
 
 	if (kvm < 0) {
 		fprintf(stderr, "kvm-lite: SKIP: no usable /dev/kvm: %s — %s\n", strerror(-kvm),
-			kvm == -ENOENT || kvm == -ENODEV || kvm == -ENXIO
-				? "this machine offers no KVM (no vmx/svm, module not loaded, "
-				  "or a KVM that cannot create VMs); run it on a KVM host or in "
-				  "a nested guest (docs/kvm-lite-nested.md)"
-			: kvm == -EPROTO ? "unexpected KVM API version"
-			: kvm == -EACCES || kvm == -EPERM
-				? "not permitted: run as root or join the kvm group"
-				: "KVM_CREATE_VM failed");
+			kvm == -ENOENT || kvm == -ENODEV || kvm == -ENXIO ?
+				"this machine offers no KVM (no vmx/svm, module not loaded, "
+				"or a KVM that cannot create VMs); run it on a KVM host or in "
+				"a nested guest (docs/kvm-lite-nested.md)" :
+			kvm == -EPROTO ? "unexpected KVM API version" :
+			kvm == -EACCES || kvm == -EPERM ?
+					 "not permitted: run as root or join the kvm group" :
+					 "KVM_CREATE_VM failed");
 		return kvm;
 	}
 	kl_kvm_describe(kvm, msg, len);

@@ -102,9 +102,8 @@ void kl_kvm_describe(int kvm, char *buf, size_t len)
 		memcpy(hv + 8, &d, 4);
 		hv[12] = 0;
 	}
-	snprintf(buf, len,
-		 "%s (%s), nested paging %s, API %d, %d memslots, host %s%s%s",
-		 mod, kind, np, ioctl(kvm, KVM_GET_API_VERSION, 0),
+	snprintf(buf, len, "%s (%s), nested paging %s, API %d, %d memslots, host %s%s%s", mod, kind,
+		 np, ioctl(kvm, KVM_GET_API_VERSION, 0),
 		 ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_NR_MEMSLOTS),
 		 hv[0] ? "runs under hypervisor '" : "is bare metal", hv, hv[0] ? "'" : "");
 }
@@ -221,8 +220,8 @@ static void seg(struct kvm_segment *s, uint16_t sel, uint8_t type, int code)
 	s->dpl = 0;
 	s->s = 1;
 	s->g = 1;
-	s->l = code;	 /* 64-bit code segment */
-	s->db = !code;	 /* L and D must not both be set */
+	s->l = code;   /* 64-bit code segment */
+	s->db = !code; /* L and D must not both be set */
 }
 
 int kl_vcpu_enter_long_mode(struct kl_vm *v, uint64_t rip, uint64_t rsp)
@@ -242,9 +241,9 @@ int kl_vcpu_enter_long_mode(struct kl_vm *v, uint64_t rip, uint64_t rsp)
 	s.tr.present = 1;
 	s.tr.limit = 0x67;
 	s.cr3 = KL_BOOT_PML4;
-	s.cr4 = 0x20;				/* PAE */
+	s.cr4 = 0x20;						 /* PAE */
 	s.cr0 = 0x80000000u | 0x10000 | 0x20 | 0x10 | 0x2 | 0x1; /* PG WP NE ET MP PE */
-	s.efer = 0x500;				/* LME | LMA */
+	s.efer = 0x500;						 /* LME | LMA */
 	if (kl_xioctl(v->vcpu, KVM_SET_SREGS, (unsigned long)(&s)) < 0)
 		return -errno;
 	memset(&r, 0, sizeof(r));

@@ -164,8 +164,8 @@ static int run_matrix(const struct kl_opts *o, int kvm, struct bench_out *out)
 	size_t *leaf;
 	struct matrix_ctx mc;
 	int *done = out->done, bad;
-	char (*why)[320] = out->why;
-	uint64_t (*med)[4] = out->med;
+	char(*why)[320] = out->why;
+	uint64_t(*med)[4] = out->med;
 
 	pf = mc.pf;
 	leaf = mc.leaf;
@@ -214,7 +214,10 @@ static int run_matrix(const struct kl_opts *o, int kvm, struct bench_out *out)
 			printf("%-16s ", cell);
 		}
 		printf("%7.0f%%   %-10s %.0f ms\n", 100.0 * cov[c] / done[c],
-		       leaf[c] == 4096 ? "4 KiB" : leaf[c] ? "2 MiB" : "?", pf[c] / done[c]);
+		       leaf[c] == 4096 ? "4 KiB" :
+		       leaf[c]	       ? "2 MiB" :
+					 "?",
+		       pf[c] / done[c]);
 		cov[c] /= done[c];
 	}
 	return bad;
@@ -250,8 +253,8 @@ static int run_fpr_rounds(const struct kl_opts *o, int kvm, struct bench_out *ou
 {
 	struct kl_opts fo = *o;
 	struct fpr_ctx fc;
-	double (*w)[KL_MAXREP] = fc.w, (*lz)[KL_MAXREP] = fc.lz, (*rc_)[KL_MAXREP] = fc.rc;
-	double (*rel)[2][KL_MAXREP] = fc.rel, (*acq)[2][KL_MAXREP] = fc.acq;
+	double(*w)[KL_MAXREP] = fc.w, (*lz)[KL_MAXREP] = fc.lz, (*rc_)[KL_MAXREP] = fc.rc;
+	double(*rel)[2][KL_MAXREP] = fc.rel, (*acq)[2][KL_MAXREP] = fc.acq;
 	int bad;
 
 	fo.fpr = true;
@@ -337,8 +340,8 @@ static int write_json(const char *path, const struct kl_opts *o, const char *kvm
 			"release_lazy vs warm, %s, Mcycles\", \"ours\": %.2f, \"baseline\": "
 			"%.2f, \"ratio\": %.3f, \"anchor\": \"reuse after free page reporting "
 			"costs nothing extra once freed lazily (MADV_FREE)\"},",
-			first ? "" : ",", kl_backing_names[fpr_rows[c]], out->fpr_lazy[c], out->fpr_warm[c],
-			out->fpr_lazy[c] / out->fpr_warm[c]);
+			first ? "" : ",", kl_backing_names[fpr_rows[c]], out->fpr_lazy[c],
+			out->fpr_warm[c], out->fpr_lazy[c] / out->fpr_warm[c]);
 		fprintf(f,
 			"\n  {\"measure\": \"guest refill after release + reclaim vs warm, %s, "
 			"Mcycles\", \"ours\": %.2f, \"baseline\": %.2f, \"ratio\": %.3f},",
@@ -356,7 +359,8 @@ static int write_json(const char *path, const struct kl_opts *o, const char *kvm
 	fprintf(f, "\n ],\n \"matrix\": [");
 	for (int c = 0; c < NCELL; c++) {
 		fprintf(f, "%s\n  {\"host\": \"%s\", \"guest\": \"%s\", \"rounds\": %d",
-			c ? "," : "", kl_backing_names[mx_rows[c / 2]], c % 2 ? "2m" : "4k", out->done[c]);
+			c ? "," : "", kl_backing_names[mx_rows[c / 2]], c % 2 ? "2m" : "4k",
+			out->done[c]);
 		for (int e = 0; e < 4 && out->done[c]; e++)
 			fprintf(f, ", \"%s_mcycles\": %.3f", mx_ev_names[e], kl_mc(out->med[c][e]));
 		if (out->done[c])

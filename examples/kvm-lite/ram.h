@@ -57,8 +57,7 @@ struct kl_ram_opts {
 
 /* Create (not fault in) guest RAM. Nothing is touched yet, but hugetlb is
  * reserved and tmpfs space checked, so a short pool fails here. */
-int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
-		  const struct kl_ram_opts *o);
+int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size, const struct kl_ram_opts *o);
 void kl_ram_destroy(struct kl_ram *ram);
 /* --keep: guest RAM as the kept region dir/name (a tmpfs mounted huge= or
  * hugetlbfs; the backing follows the mount). attach_only: it must exist

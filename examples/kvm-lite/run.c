@@ -68,10 +68,12 @@ static double now_ms(void)
 
 const char *kl_ev_name(unsigned ev)
 {
-	static const char *const n[] = { "?", "setup", "memset1", "memset2", "stride",
-					 "random", "checksum", "fpr-warm", "fpr-lazy",
-					 "fpr-reclaimed", "checksum-fpr", "checksum-restored",
-					 "vcpu-state", "vcpu-state-cpl3", "hostile-refused" };
+	static const char *const n[] = {
+		"?",	      "setup",		 "memset1",	   "memset2",
+		"stride",     "random",		 "checksum",	   "fpr-warm",
+		"fpr-lazy",   "fpr-reclaimed",	 "checksum-fpr",   "checksum-restored",
+		"vcpu-state", "vcpu-state-cpl3", "hostile-refused"
+	};
 	return ev < sizeof(n) / sizeof(n[0]) ? n[ev] : "?";
 }
 
@@ -180,7 +182,8 @@ static int on_report(struct guest *gu)
 
 		if (h != val) {
 			res->sum_mismatch++;
-			fprintf(stderr, "kvm-lite: %s: guest says %#llx, host view of guest RAM %#llx\n",
+			fprintf(stderr,
+				"kvm-lite: %s: guest says %#llx, host view of guest RAM %#llx\n",
 				kl_ev_name(ev), (unsigned long long)val, (unsigned long long)h);
 		}
 	}
@@ -407,8 +410,8 @@ static int on_checkpoint(struct guest *gu)
 
 	if (!gu->o->snapshot)
 		return GO_ON;
-	gu->before_snap = res->ev[KL_EV_CHECKSUM_FPR] ? res->ev[KL_EV_CHECKSUM_FPR]
-						      : res->ev[KL_EV_CHECKSUM];
+	gu->before_snap = res->ev[KL_EV_CHECKSUM_FPR] ? res->ev[KL_EV_CHECKSUM_FPR] :
+							res->ev[KL_EV_CHECKSUM];
 	if (gu->o->keep)
 		return keep_checkpoint(gu);
 	if ((rfd = open_snapshot_file(gu->o->snapshot, "ram", path, sizeof(path))) < 0)
@@ -444,10 +447,10 @@ static int on_fault(struct guest *gu)
 
 	fprintf(stderr, "kvm-lite: guest exception %u%s at CPL %llu (stack: %#llx %#llx %#llx)\n",
 		vec,
-		vec == 6    ? " (#UD)"
-		: vec == 13 ? " (#GP)"
-		: vec == 14 ? " (#PF)"
-			    : "",
+		vec == 6  ? " (#UD)" :
+		vec == 13 ? " (#GP)" :
+		vec == 14 ? " (#PF)" :
+			    "",
 		(err_code ? gu->g.rdx : gu->g.rcx) & 3, gu->g.rbx, gu->g.rcx, gu->g.rdx);
 	dump_regs(&gu->v);
 	return -EFAULT;
@@ -466,8 +469,8 @@ static int on_port_in(struct guest *gu)
 		return -EIO;
 	}
 	memset((char *)run + run->io.data_offset, 0xff, n);
-	log_ignored(gu, IGN_PORT_IN, "in from port %#x (%u bytes): reads all ones",
-		    run->io.port, run->io.size);
+	log_ignored(gu, IGN_PORT_IN, "in from port %#x (%u bytes): reads all ones", run->io.port,
+		    run->io.size);
 	return GO_ON;
 }
 
@@ -494,8 +497,7 @@ static int on_exit_io(struct guest *gu)
 	case KL_PORT_FAULT:
 		return on_fault(gu);
 	default:
-		log_ignored(gu, IGN_PORT_OUT, "out to port %#x, which nobody serves",
-			    run->io.port);
+		log_ignored(gu, IGN_PORT_OUT, "out to port %#x, which nobody serves", run->io.port);
 		return GO_ON;
 	}
 }
@@ -556,8 +558,7 @@ static int on_exit_fatal(struct guest *gu)
  * to resume safely either. */
 static int on_exit_unknown(struct guest *gu)
 {
-	log_ignored(gu, IGN_EXIT, "exit reason %u, unknown to kvm-lite",
-		    gu->v.run->exit_reason);
+	log_ignored(gu, IGN_EXIT, "exit reason %u, unknown to kvm-lite", gu->v.run->exit_reason);
 	return on_exit_fatal(gu);
 }
 
@@ -582,8 +583,9 @@ static int stopped_from_outside(struct guest *gu)
 	if (ioctl(gu->v.vcpu, KVM_GET_REGS, &g))
 		memset(&g, 0, sizeof(g));
 	if (sig) {
-		fprintf(stderr, "kvm-lite: %s: stopping the guest at rip %#llx; its VM and RAM "
-				"are released\n",
+		fprintf(stderr,
+			"kvm-lite: %s: stopping the guest at rip %#llx; its VM and RAM "
+			"are released\n",
 			kl_signal_name(sig), g.rip);
 		gu->res->stop_signal = sig;
 		return -EINTR;
@@ -685,8 +687,9 @@ int kl_run_guest(const struct kl_opts *o, int kvm, const struct kl_layout *l, st
 		rc = kl_ram_stats(ram, &res->st);
 	}
 	if (res->ignored)
-		fprintf(stderr, "kvm-lite: %u guest accesses ignored (ports nobody serves, MMIO "
-				"outside RAM, HLT, unknown reports)\n",
+		fprintf(stderr,
+			"kvm-lite: %u guest accesses ignored (ports nobody serves, MMIO "
+			"outside RAM, HLT, unknown reports)\n",
 			res->ignored);
 	drop_vm(&gu);
 	return rc;
@@ -695,9 +698,9 @@ int kl_run_guest(const struct kl_opts *o, int kvm, const struct kl_layout *l, st
 /* --snapshot: the guest's checks of the vCPU state after the restore. */
 static int check_vstate(const struct kl_result *res)
 {
-	static const char *const n[] = { "STAR",	"LSTAR", "CSTAR", "SFMASK",
-					 "KERNEL_GS_BASE", "PAT", "TSC_AUX", "DR0-DR3",
-					 "DR7",		"TSC",	 "CPUID" };
+	static const char *const n[] = { "STAR", "LSTAR",   "CSTAR",   "SFMASK", "KERNEL_GS_BASE",
+					 "PAT",	 "TSC_AUX", "DR0-DR3", "DR7",	 "TSC",
+					 "CPUID" };
 	uint64_t k = res->ev[KL_EV_VSTATE] >> 32, u = res->ev[KL_EV_VSTATE_USER] >> 32;
 
 	if (!res->have[KL_EV_VSTATE] || !res->have[KL_EV_VSTATE_USER]) {
@@ -732,8 +735,8 @@ int kl_check_result(const struct kl_opts *o, const struct kl_result *res)
 	/* a hostile guest's requests are all refused, and only those */
 	if (o->hostile ? res->bad_requests != KL_HOSTILE_REFUSED ||
 				 res->ev[KL_EV_HOSTILE] != KL_HOSTILE_REFUSED ||
-				 res->ignored < KL_HOSTILE_IGNORED
-		       : res->bad_requests != 0)
+				 res->ignored < KL_HOSTILE_IGNORED :
+			 res->bad_requests != 0)
 		return 1;
 	/* a resumed guest starts past its measured loops */
 	if (!resumed && !res->have[KL_EV_CHECKSUM])

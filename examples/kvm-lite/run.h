@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define KL_NEV 16 /* guest report events, KL_EV_* < KL_NEV */
+#define KL_NEV 16	     /* guest report events, KL_EV_* < KL_NEV */
 #define KL_HOSTILE_REFUSED 8 /* --test-hostile: requests the guest must see refused */
 #define KL_HOSTILE_IGNORED 6 /* and accesses ignored (guest.S hostile_reqs, setup) */
 
@@ -62,17 +62,17 @@ struct kl_result {
 	bool have[KL_NEV];
 	double prefault_ms, release_ms[2], acquire_ms[2], save_ms, load_ms;
 	size_t lazy_after_release;
-	size_t guest_leaf;	/* leaf size the guest really mapped data with */
+	size_t guest_leaf; /* leaf size the guest really mapped data with */
 	struct hpr_stats st;
-	int sum_mismatch;	/* guest checksum != host view of its RAM */
-	int restored_mismatch;	/* checksum after restore != before */
-	int bad_requests;	/* guest requests refused as out of range */
-	int host_errors;	/* guest requests hpregion failed (-errno to the guest) */
-	unsigned ignored;	/* accesses the policy ignores (run.c) */
-	uint64_t vstate_bad;	/* KL_VS_* the guest found changed after the restore
+	int sum_mismatch;      /* guest checksum != host view of its RAM */
+	int restored_mismatch; /* checksum after restore != before */
+	int bad_requests;      /* guest requests refused as out of range */
+	int host_errors;       /* guest requests hpregion failed (-errno to the guest) */
+	unsigned ignored;      /* accesses the policy ignores (run.c) */
+	uint64_t vstate_bad;   /* KL_VS_* the guest found changed after the restore
 				 * (CPL 3's shifted by 16) */
-	int stop_signal;	/* SIGINT/SIGTERM stopped the run */
-	bool watchdog;		/* the watchdog stopped the run */
+	int stop_signal;       /* SIGINT/SIGTERM stopped the run */
+	bool watchdog;	       /* the watchdog stopped the run */
 	bool restored;
 	bool stopped;			  /* --checkpoint-pause: stopped at the checkpoint */
 	enum kl_backing restored_backing; /* --snapshot: the new RAM's backing */

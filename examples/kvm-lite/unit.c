@@ -22,15 +22,15 @@ extern const unsigned char kl_guest_start[], kl_guest_end[];
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		checks++;                                                     \
-		if (!(cond)) {                                                \
-			failures++;                                           \
+#define CHECK(cond, ...)                                                                \
+	do {                                                                            \
+		checks++;                                                               \
+		if (!(cond)) {                                                          \
+			failures++;                                                     \
 			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
+			fprintf(stderr, __VA_ARGS__);                                   \
+			fputc('\n', stderr);                                            \
+		}                                                                       \
 	} while (0)
 
 #define MiB (1ul << 20)
@@ -103,14 +103,15 @@ static void test_boot_pt(void)
 
 	/* A hand-built 4 KiB mapping with U bits, and a table outside RAM. */
 	{
-		uint64_t *pml4 = (uint64_t *)(m + 0x100000), *pdpt = pml4 + 512,
-			 *pd = pml4 + 1024, *pt = pml4 + 1536;
+		uint64_t *pml4 = (uint64_t *)(m + 0x100000), *pdpt = pml4 + 512, *pd = pml4 + 1024,
+			 *pt = pml4 + 1536;
 
 		pml4[0] = (0x100000 + 0x1000) | 7;
 		pdpt[0] = (0x100000 + 0x2000) | 7;
 		pd[3] = (0x100000 + 0x3000) | 7;
 		pt[5] = 0x2345000 | 7;
-		rc = kl_pt_walk(m, ram, 0x100000, (3ul << 21) | (5 << 12) | 0x42, &pa, &leaf, &user);
+		rc = kl_pt_walk(m, ram, 0x100000, (3ul << 21) | (5 << 12) | 0x42, &pa, &leaf,
+				&user);
 		CHECK(rc == 0 && pa == 0x2345042 && leaf == 4096 && user == 1,
 		      "4K leaf: rc %d pa %#llx leaf %zu user %d", rc, (unsigned long long)pa, leaf,
 		      user);
@@ -289,7 +290,8 @@ static void test_vcpu_file(void)
 	CHECK(ftruncate(fd, 100) == 0, "truncate");
 	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EBADMSG, "truncated to 100: rc %d", rc);
-	CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, "KLRAM001xxxxxxxxxxxxxxxx", 24, 0) == 24, "other");
+	CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, "KLRAM001xxxxxxxxxxxxxxxx", 24, 0) == 24,
+	      "other");
 	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EINVAL, "not a vCPU file: rc %d", rc);
 	CHECK(ftruncate(fd, 0) == 0, "empty");
