@@ -201,6 +201,12 @@ static int save_cpuid(const struct kl_vm *v, struct kl_vcpu_state *st)
 				KL_VCPU_MAX_CPUID);
 	} else if (c->h.nent > KL_VCPU_MAX_CPUID)
 		rc = -E2BIG;
+	/* Linux 6.1 leaves nent as given (the kernel of the nested guest,
+	 * kvm_amd): the entries past the vCPU's are the zeroes calloc left.
+	 * No real entry is all zero (leaf 0 names the vendor), so they go. */
+	while (!rc && c->h.nent &&
+	       !memcmp(&c->e[c->h.nent - 1], &(struct kvm_cpuid_entry2){ 0 }, sizeof(c->e[0])))
+		c->h.nent--;
 	if (!rc) {
 		st->ncpuid = c->h.nent;
 		memcpy(st->cpuid, c->e, c->h.nent * sizeof(c->e[0]));
