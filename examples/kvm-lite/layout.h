@@ -39,7 +39,7 @@
 #define KL_SEL_TSS 0x28
 
 /* I/O ports the guest's CPL 0 code writes with `out %eax`. CPL 3 code
- * calls the VMM with `syscall` (port in dx), whose CPL 0 entry does the
+ * calls the VMM with `int3` (port in dx), whose CPL 0 gate does the
  * `out`: kvm-pvm does not honour IOPL 3 at CPL 3. */
 #define KL_PORT_REPORT 0xe0	/* eax event, rbx/rcx values */
 #define KL_PORT_FREE 0xe1	/* free page report: rbx gpa, rsi len */

@@ -16,7 +16,7 @@
 
 #define KL_NEV 16	     /* guest report events, KL_EV_* < KL_NEV */
 #define KL_HOSTILE_REFUSED 8 /* --test-hostile: requests the guest must see refused */
-#define KL_HOSTILE_IGNORED 6 /* and accesses ignored (guest.S hostile_reqs, setup) */
+#define KL_HOSTILE_IGNORED 5 /* and port accesses ignored, + 2 MMIO where RAM < 1 GiB - 2 MiB */
 
 /* --keep: what the kept RAM was found to be and what re-attaching cost,
  * for one start of the VMM or a re-attach at the checkpoint (keep.c). */
