@@ -4,7 +4,9 @@
 # the RAM re-attached and never copied (examples/kvm-lite/keep.c). Checks:
 #  - the guest RAM checksum the killed VMM printed at the checkpoint is the
 #    one the new VMM recomputes after the re-attach, and the guest's own
-#    checksum after the resume is the one it had before the stop;
+#    checksum after the resume is the one it had before the stop; the new
+#    VMM reads the whole vCPU back equal to the file and the guest finds
+#    the MSRs, debug registers, TSC, CPUID, XCR0 and YMM it set before;
 #  - nothing was copied or allocated: the kept file's st_blocks (stat, here,
 #    and the VMM's own fstat) are unchanged; meminfo's ShmemHugePages
 #    (tmpfs) or the pool's free pages (hugetlbfs) moved by less than the RAM
@@ -14,7 +16,7 @@
 #    holds, a guest that ran on past its checkpoint (RUNNING), another
 #    RAM's vCPU file, another -m, kept RAM without a vCPU file (a VMM
 #    killed mid-run before any checkpoint), a vCPU file without kept RAM, a
-#    version 1 vCPU file, the vCPU file on hugetlbfs, DIR not a
+#    version 1 or 2 vCPU file, the vCPU file on hugetlbfs, DIR not a
 #    tmpfs/hugetlbfs, --keep without --snapshot.
 #
 #   tests/kvmlite-keep.sh KVM_LITE                 (root) a private tmpfs
@@ -112,7 +114,11 @@ expect 2 "give DIR/NAME" $R --keep x --snapshot "$S/x"
 expect 2 "exists but $S/orphan.vcpu does not" $R --keep "$DIR/orphan" --snapshot "$S/orphan"
 rm -f "$DIR/orphan"
 printf 'KLVCPU01\001\000\000\000\000\000\000\000' >"$S/old.vcpu"
-expect 2 "old.vcpu is format version 1, this kvm-lite reads version 2" \
+expect 2 "old.vcpu is format version 1, this kvm-lite reads version 3" \
+	$R --keep "$DIR/old" --snapshot "$S/old"
+# version 2 (regs, sregs and fpu only, the --keep checkpoints before 3)
+printf 'KLVCPU01\002\000\000\000\000\000\000\000' >"$S/old.vcpu"
+expect 2 "old.vcpu is format version 2, this kvm-lite reads version 3" \
 	$R --keep "$DIR/old" --snapshot "$S/old"
 rm -f "$S/old.vcpu"
 H=""
@@ -166,6 +172,12 @@ if start k 600 $R -g 2m; then
 		bad "the RAM checksum after the re-attach is not $sum"
 	grep -q "identical to before the stop" "$T/r.out" ||
 		bad "the guest's checksum after the resume differs from before the stop"
+	# the whole vCPU came back from the file of the killed VMM: read back
+	# by the new one, and the guest's own checks of what it had set
+	grep -q "vCPU restored and read back equal: regs sregs fpu" "$T/r.out" ||
+		bad "the new VMM did not read the vCPU back equal to the file"
+	grep -q "guest after the restore: .* equal to before the checkpoint" "$T/r.out" ||
+		bad "the guest found its vCPU state changed after the resume"
 	grep -q "kept file blocks $blocks before, $blocks after (checkpoint $blocks), unchanged" \
 		"$T/r.out" || bad "the kept file's blocks changed (stat said $blocks)"
 	after=$(stat -c %b "$DIR/k")

@@ -168,7 +168,7 @@ static int read_vcpu(const struct kl_opts *o, const struct kl_layout *l, int fd,
 	if (rc == -EPROTO)
 		snprintf(m, sizeof(m),
 			 "%s.vcpu is format version %u, this kvm-lite reads version %d "
-			 "(keep id and checkpoint): it cannot resume with it; remove it and "
+			 "(the whole vCPU state): it cannot resume with it; remove it and "
 			 "the kept file to boot afresh",
 			 o->snapshot, v, KL_VCPU_VERSION);
 	else if (rc)
@@ -231,7 +231,7 @@ static int resume(const struct kl_opts *o, const struct kl_layout *l, struct kl_
 	 * one page, the record's, read only. */
 	kl_keep_rec_get(ram->base, &k->rec);
 	w = (struct kl_keep_want){ .ram = l->ram,
-				   .page_size = hpr_page_size(ram->r),
+				   .page_size = kl_ram_page(ram),
 				   .guest_page = l->guest_page,
 				   .id = k->vcpu.keep_id,
 				   .checkpoint = k->vcpu.checkpoint };
@@ -252,16 +252,12 @@ static int resume(const struct kl_opts *o, const struct kl_layout *l, struct kl_
 	}
 	k->blocks[1] = kl_ram_file_blocks(ram);
 	sample_mem(b, page, k->mem[1]);
-	{
-		struct hpr_stats hs;
-
-		k->huge_mapped = kl_ram_stats(ram, &hs) ? 0 : hs.huge_mapped;
-	}
+	k->huge_mapped = kl_ram_huge_mapped(ram);
 	k->resume = true;
 	k->id = k->rec.id;
 	printf("re-attach: %s (%s, %zu KiB pages), checkpoint %llu: hpr_create %.2f ms, prefault "
 	       "%.2f ms, RAM checksum %.1f ms\n",
-	       o->keep, kl_backing_names[ram->backing], hpr_page_size(ram->r) >> 10,
+	       o->keep, kl_backing_names[ram->backing], kl_ram_page(ram) >> 10,
 	       (unsigned long long)k->rec.checkpoint, k->create_ms, k->prefault_ms, k->sum_ms);
 	printf("re-attach: guest RAM checksum %#llx equals checkpoint %llu's\n",
 	       (unsigned long long)k->ram_sum, (unsigned long long)k->rec.checkpoint);
@@ -327,7 +323,7 @@ void kl_keep_boot(const struct kl_opts *o, const struct kl_layout *l, struct kl_
 {
 	struct kl_keep_rec r;
 
-	kl_keep_rec_init(&r, o->keep_run->id, l->ram, hpr_page_size(ram->r), l->guest_page);
+	kl_keep_rec_init(&r, o->keep_run->id, l->ram, kl_ram_page(ram), l->guest_page);
 	kl_keep_rec_put(ram->base, &r);
 }
 
@@ -389,7 +385,7 @@ int kl_keep_stop(const struct kl_opts *o, struct kl_ram *ram, struct kl_vcpu_sta
 void kl_keep_print(const struct kl_opts *o, const struct kl_ram *ram)
 {
 	const struct kl_keep_run *k = o->keep_run;
-	size_t size = hpr_size(ram->r);
+	size_t size = ram->size;
 
 	printf("re-attach: restore (VM + vCPU) %.2f ms; total %.2f ms for %zu MiB, none of it "
 	       "copied\n",
@@ -405,7 +401,7 @@ void kl_keep_print(const struct kl_opts *o, const struct kl_ram *ram)
 		       k->mem[1][0] - k->mem[0][0], k->mem[1][1] - k->mem[0][1]);
 	else
 		printf("re-attach: hugetlb %zu KiB pages free %+lld (whole system)\n",
-		       hpr_page_size(ram->r) >> 10, k->mem[1][0] - k->mem[0][0]);
+		       kl_ram_page(ram) >> 10, k->mem[1][0] - k->mem[0][0]);
 	printf("re-attach: huge-mapped %zu of %zu MiB after the prefault (smaps)\n",
 	       k->huge_mapped >> 20, size >> 20);
 }

@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const kl_backing_names[KB_N] = { "4k",	  "thp",     "shmem", "shmem-huge",
-					      "hugetlb", "hugetlb-1g" };
+const char *const kl_backing_names[KB_N] = { "4k",	   "thp",     "shmem",
+					     "shmem-huge", "hugetlb", "hugetlb-1g" };
 
 static char tmpfs_dir[64];
 
@@ -148,8 +148,7 @@ static int backing_config(struct hpr_config *c, enum kl_backing b, size_t size,
 	}
 }
 
-int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
-		  const struct kl_ram_opts *o)
+int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size, const struct kl_ram_opts *o)
 {
 	struct hpr_config c;
 	int rc;
@@ -295,6 +294,20 @@ const char *kl_ram_error(int rc)
 	return hpr_strerror(rc);
 }
 
+size_t kl_ram_page(const struct kl_ram *ram)
+{
+	size_t ps = hpr_page_size(ram->r);
+
+	return ps > 4096 ? ps : 4096;
+}
+
+size_t kl_ram_huge_mapped(struct kl_ram *ram)
+{
+	struct hpr_stats st;
+
+	return hpr_stats(ram->r, &st) ? 0 : st.huge_mapped;
+}
+
 int kl_ram_fd(const struct kl_ram *ram)
 {
 	return hpr_fd(ram->r);
@@ -305,10 +318,10 @@ void kl_ram_describe(const struct kl_ram *ram, char *buf, size_t len)
 	size_t ps = hpr_page_size(ram->r);
 
 	snprintf(buf, len, "hpregion %s, %s, %s", hpr_backend_name(hpr_backend_of(ram->r)),
-		 ram->backing == KB_4K ? "MADV_NOHUGEPAGE"
-		 : ps == (2ul << 20)   ? "2 MiB pages"
-		 : ps == (1ul << 30)   ? "1 GiB pages"
-				       : "base pages",
+		 ram->backing == KB_4K ? "MADV_NOHUGEPAGE" :
+		 ps == (2ul << 20)     ? "2 MiB pages" :
+		 ps == (1ul << 30)     ? "1 GiB pages" :
+					 "base pages",
 		 hpr_fd(ram->r) >= 0 ? "shared fd" : "private");
 }
 

@@ -57,8 +57,7 @@ struct kl_ram_opts {
 
 /* Create (not fault in) guest RAM. Nothing is touched yet, but hugetlb is
  * reserved and tmpfs space checked, so a short pool fails here. */
-int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
-		  const struct kl_ram_opts *o);
+int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size, const struct kl_ram_opts *o);
 void kl_ram_destroy(struct kl_ram *ram);
 /* --keep: guest RAM as the kept region dir/name (a tmpfs mounted huge= or
  * hugetlbfs; the backing follows the mount). attach_only: it must exist
@@ -89,6 +88,11 @@ size_t kl_ram_lazy(struct kl_ram *ram);
 const char *kl_ram_version(void);
 /* The library's explanation of an error a kl_ram_* call returned. */
 const char *kl_ram_error(int rc);
+/* The RAM's host page size (hpr_page_size, at least 4 KiB): what a
+ * release or fault-in range must be a multiple of. */
+size_t kl_ram_page(const struct kl_ram *ram);
+/* Bytes of the RAM huge-mapped right now (smaps), 0 if unknown. */
+size_t kl_ram_huge_mapped(struct kl_ram *ram);
 /* The fd another process can map, or -1 (private RAM). */
 int kl_ram_fd(const struct kl_ram *ram);
 /* "hpregion thp, 2 MiB pages, private" */

@@ -14,7 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define KL_NEV 16 /* guest report events, KL_EV_* < KL_NEV */
+#define KL_NEV 16	     /* guest report events, KL_EV_* < KL_NEV */
+#define KL_HOSTILE_REFUSED 8 /* --test-hostile: requests the guest must see refused */
+#define KL_HOSTILE_IGNORED 5 /* and port accesses ignored, + 2 MMIO where RAM < 1 GiB - 2 MiB */
 
 /* --keep: what the kept RAM was found to be and what re-attaching cost,
  * for one start of the VMM or a re-attach at the checkpoint (keep.c). */
@@ -45,6 +47,11 @@ struct kl_opts {
 	struct kl_keep_run *keep_run; /* --keep: this run's kept-RAM state */
 	bool backend_set;	      /* -b given */
 	bool matrix, fpr, verbose, ud2, quick;
+	bool hostile;	   /* --test-hostile: the guest sends bad requests */
+	bool hang;	   /* --test-guest-hang: the guest never exits */
+	bool test_partial; /* --test-restore-v2: restore only regs/sregs/fpu */
+	double watchdog_s; /* --watchdog S: stop a guest that has not exited
+			    * for S seconds (0: never) */
 	const char *json;
 	unsigned repeat;
 	uint64_t rand_iters, stride_reps;
@@ -55,11 +62,17 @@ struct kl_result {
 	bool have[KL_NEV];
 	double prefault_ms, release_ms[2], acquire_ms[2], save_ms, load_ms;
 	size_t lazy_after_release;
-	size_t guest_leaf;	/* leaf size the guest really mapped data with */
+	size_t guest_leaf; /* leaf size the guest really mapped data with */
 	struct hpr_stats st;
-	int sum_mismatch;	/* guest checksum != host view of its RAM */
-	int restored_mismatch;	/* checksum after restore != before */
-	int bad_requests;	/* guest requests refused as out of range */
+	int sum_mismatch;      /* guest checksum != host view of its RAM */
+	int restored_mismatch; /* checksum after restore != before */
+	int bad_requests;      /* guest requests refused as out of range */
+	int host_errors;       /* guest requests hpregion failed (-errno to the guest) */
+	unsigned ignored;      /* accesses the policy ignores (run.c) */
+	uint64_t vstate_bad;   /* KL_VS_* the guest found changed after the restore
+				 * (CPL 3's shifted by 16) */
+	int stop_signal;       /* SIGINT/SIGTERM stopped the run */
+	bool watchdog;	       /* the watchdog stopped the run */
 	bool restored;
 	bool stopped;			  /* --checkpoint-pause: stopped at the checkpoint */
 	enum kl_backing restored_backing; /* --snapshot: the new RAM's backing */

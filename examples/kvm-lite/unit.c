@@ -22,15 +22,15 @@ extern const unsigned char kl_guest_start[], kl_guest_end[];
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		checks++;                                                     \
-		if (!(cond)) {                                                \
-			failures++;                                           \
+#define CHECK(cond, ...)                                                                \
+	do {                                                                            \
+		checks++;                                                               \
+		if (!(cond)) {                                                          \
+			failures++;                                                     \
 			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
+			fprintf(stderr, __VA_ARGS__);                                   \
+			fputc('\n', stderr);                                            \
+		}                                                                       \
 	} while (0)
 
 #define MiB (1ul << 20)
@@ -103,14 +103,15 @@ static void test_boot_pt(void)
 
 	/* A hand-built 4 KiB mapping with U bits, and a table outside RAM. */
 	{
-		uint64_t *pml4 = (uint64_t *)(m + 0x100000), *pdpt = pml4 + 512,
-			 *pd = pml4 + 1024, *pt = pml4 + 1536;
+		uint64_t *pml4 = (uint64_t *)(m + 0x100000), *pdpt = pml4 + 512, *pd = pml4 + 1024,
+			 *pt = pml4 + 1536;
 
 		pml4[0] = (0x100000 + 0x1000) | 7;
 		pdpt[0] = (0x100000 + 0x2000) | 7;
 		pd[3] = (0x100000 + 0x3000) | 7;
 		pt[5] = 0x2345000 | 7;
-		rc = kl_pt_walk(m, ram, 0x100000, (3ul << 21) | (5 << 12) | 0x42, &pa, &leaf, &user);
+		rc = kl_pt_walk(m, ram, 0x100000, (3ul << 21) | (5 << 12) | 0x42, &pa, &leaf,
+				&user);
 		CHECK(rc == 0 && pa == 0x2345042 && leaf == 4096 && user == 1,
 		      "4K leaf: rc %d pa %#llx leaf %zu user %d", rc, (unsigned long long)pa, leaf,
 		      user);
@@ -199,6 +200,11 @@ static void test_vcpu_old_version(void)
 	      "write v1");
 	rc = kl_vcpu_state_read(fd, &b, &ver);
 	CHECK(rc == -EPROTO && ver == 1, "version 1 file: rc %d version %u", rc, ver);
+	/* version 2: regs, sregs and fpu only -- refused the same way */
+	v1.version = 2;
+	CHECK(pwrite(fd, &v1, 16, 0) == 16, "pwrite");
+	rc = kl_vcpu_state_read(fd, &b, &ver);
+	CHECK(rc == -EPROTO && ver == 2, "version 2 file: rc %d version %u", rc, ver);
 	v1.version = KL_VCPU_VERSION + 1;
 	CHECK(pwrite(fd, &v1, 16, 0) == 16, "pwrite");
 	rc = kl_vcpu_state_read(fd, &b, &ver);
@@ -230,6 +236,24 @@ static void test_vcpu_file(void)
 	a.fpu.fcw = 0x37f;
 	a.keep_id = 0x1234567890abcdefull;
 	a.checkpoint = 3;
+	/* version 3: every class */
+	a.have = KL_HAVE_ALL;
+	a.events.nmi.masked = 1;
+	a.mp_state.mp_state = KVM_MP_STATE_RUNNABLE;
+	a.xsave[128] = 7; /* XSTATE_BV */
+	a.xsave[1023] = 0xdeadbeef;
+	a.xcrs.nr_xcrs = 1;
+	a.xcrs.xcrs[0].value = 7;
+	a.debugregs.db[3] = 0x4018;
+	a.debugregs.dr7 = 0x00f50400;
+	a.nmsrs = KL_VCPU_MAX_MSRS;
+	a.msrs[0].index = 0xc0000082;
+	a.msrs[0].data = 0xffffffff81234560ull;
+	a.msrs[KL_VCPU_MAX_MSRS - 1].index = 0x10;
+	a.msrs[KL_VCPU_MAX_MSRS - 1].data = 1ull << 40;
+	a.ncpuid = 2;
+	a.cpuid[1].function = 0x4b4c0000;
+	a.cpuid[1].ebx = 0x1234;
 	rc = kl_vcpu_state_write(fd, &a);
 	CHECK(rc == 0, "write: %d", rc);
 	memset(&b, 0xa5, sizeof(b));
@@ -240,6 +264,10 @@ static void test_vcpu_file(void)
 		      b.guest_page == a.guest_page && b.flags == a.flags &&
 		      b.keep_id == a.keep_id && b.checkpoint == 3,
 	      "round trip: rc %d", rc);
+	CHECK(rc == 0 && !memcmp(&a, &b, sizeof(a)),
+	      "round trip of every class (events, mp_state, XSAVE, XCRs, debug registers, %u MSRs, "
+	      "CPUID)",
+	      a.nmsrs);
 	len = lseek(fd, 0, SEEK_END);
 
 	/* a flipped byte in the middle */
@@ -262,7 +290,8 @@ static void test_vcpu_file(void)
 	CHECK(ftruncate(fd, 100) == 0, "truncate");
 	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EBADMSG, "truncated to 100: rc %d", rc);
-	CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, "KLRAM001xxxxxxxxxxxxxxxx", 24, 0) == 24, "other");
+	CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, "KLRAM001xxxxxxxxxxxxxxxx", 24, 0) == 24,
+	      "other");
 	rc = kl_vcpu_state_read(fd, &b, NULL);
 	CHECK(rc == -EINVAL, "not a vCPU file: rc %d", rc);
 	CHECK(ftruncate(fd, 0) == 0, "empty");
