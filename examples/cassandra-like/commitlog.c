@@ -108,11 +108,11 @@ static void *syncer_main(void *arg)
 		if (rc && !l->err) {
 			l->err = kv_fail(rc, "commit log write failed: %s%s%s%s", strerror(-rc),
 					 rc == -ENOSPC ? " (the tmpfs is full: raise its "
-							 "size= with mount -o remount,size=...)"
-						       : "",
+							 "size= with mount -o remount,size=...)" :
+							 "",
 					 cut ? "; the failed batch could not be cut off the "
-					       "log, so a reopen may replay it: "
-					     : "",
+					       "log, so a reopen may replay it: " :
+					       "",
 					 cut ? strerror(cut) : "");
 			/* kv_fail's message is this thread's: keep it for the
 			 * clients, whose puts fail with it (log_err) */
@@ -198,8 +198,7 @@ void kv_log_close(struct kv_log *l)
 	free(l->spare);
 }
 
-int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
-		  uint64_t *seq)
+int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len, uint64_t *seq)
 {
 	struct logrec h = { .magic = LOG_MAGIC, .len = len, .key = key };
 	size_t need = rec_size(len);
@@ -367,8 +366,8 @@ static int replay_one(const char *p, uint64_t min_seq, kv_replay_fn fn, void *ar
 	return rc;
 }
 
-int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg,
-		  uint64_t *max_gen, uint64_t *max_seq, uint64_t *torn_bytes)
+int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg, uint64_t *max_gen,
+		  uint64_t *max_seq, uint64_t *torn_bytes)
 {
 	uint64_t *gens;
 	size_t n;

@@ -100,9 +100,10 @@ int kv_check_dir(const char *dir, bool allow_disk, char *desc, size_t dlen)
 		return kv_fail(-EINVAL, "no data directory given: pass --data DIR, a "
 					"directory on a tmpfs mounted huge=always");
 	if (stat(dir, &st))
-		return kv_fail(-errno, "data directory %s: %s: create it on a tmpfs "
-				       "mounted huge=always (mkdir -p %s && mount -t tmpfs "
-				       "-o huge=always,size=8g none %s)",
+		return kv_fail(-errno,
+			       "data directory %s: %s: create it on a tmpfs "
+			       "mounted huge=always (mkdir -p %s && mount -t tmpfs "
+			       "-o huge=always,size=8g none %s)",
 			       dir, strerror(errno), dir, dir);
 	if (!S_ISDIR(st.st_mode))
 		return kv_fail(-ENOTDIR, "data directory %s is not a directory", dir);
@@ -193,8 +194,8 @@ static int lock_dir(const char *dir, int *fd)
 	if (*fd < 0 || flock(*fd, LOCK_EX | LOCK_NB))
 		return kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
 			       errno == EWOULDBLOCK ? " (another process has this "
-						      "directory open)"
-						    : "");
+						      "directory open)" :
+						      "");
 	return 0;
 }
 
@@ -213,8 +214,9 @@ static int open_log_dir(struct kv_db *db)
 	snprintf(db->logdir, sizeof(db->logdir), "%s", db->dir);
 	if (db->o.log_dir) {
 		if (stat(db->o.log_dir, &st))
-			return kv_fail(-errno, "commit log directory %s: %s: create it, on a "
-					       "disk for writes that survive a host crash",
+			return kv_fail(-errno,
+				       "commit log directory %s: %s: create it, on a "
+				       "disk for writes that survive a host crash",
 				       db->o.log_dir, strerror(errno));
 		if (!S_ISDIR(st.st_mode))
 			return kv_fail(-ENOTDIR, "commit log directory %s is not a directory",
@@ -230,14 +232,16 @@ static int open_log_dir(struct kv_db *db)
 		prev[strcspn(prev, "\n")] = 0;
 	}
 	if (prev[0] && strcmp(prev, db->logdir))
-		return kv_fail(-EINVAL, "the commit log of %s is in %s (says %s/LOGDIR): open "
-					"it with that log dir (--log-dir)",
+		return kv_fail(-EINVAL,
+			       "the commit log of %s is in %s (says %s/LOGDIR): open "
+			       "it with that log dir (--log-dir)",
 			       db->dir, prev, db->dir);
 	if (!strcmp(db->logdir, db->dir))
 		return 0;
 	if (!prev[0] && kv_log_segments(db->dir))
-		return kv_fail(-EINVAL, "the commit log of %s is in the data dir itself: open it "
-					"without --log-dir (or move its commitlog-*.log files to %s)",
+		return kv_fail(-EINVAL,
+			       "the commit log of %s is in the data dir itself: open it "
+			       "without --log-dir (or move its commitlog-*.log files to %s)",
 			       db->dir, db->logdir);
 	rc = lock_dir(db->logdir, &db->loglockfd);
 	if (rc)
@@ -544,8 +548,7 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 	return 0;
 }
 
-int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
-	   uint64_t *seqp)
+int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len, uint64_t *seqp)
 {
 	pthread_mutex_t *s = stripe(db, key);
 	const struct kv_mt_node *n = NULL;

@@ -18,19 +18,19 @@
 
 struct kv_db {
 	struct kv_opts o;
-	char dir[PATH_MAX];	/* data dir, resolved */
-	char mount[128];	/* "tmpfs huge=always", "ext4 (not tmpfs)" */
-	int lockfd;		/* flock on DIR/LOCK: one process per data dir */
-	char logdir[PATH_MAX];	/* the commit log's dir, resolved: dir by default */
-	int loglockfd;		/* flock on LOGDIR/LOCK when it is not dir */
+	char dir[PATH_MAX];    /* data dir, resolved */
+	char mount[128];       /* "tmpfs huge=always", "ext4 (not tmpfs)" */
+	int lockfd;	       /* flock on DIR/LOCK: one process per data dir */
+	char logdir[PATH_MAX]; /* the commit log's dir, resolved: dir by default */
+	int loglockfd;	       /* flock on LOGDIR/LOCK when it is not dir */
 	struct kv_log log;
 	bool log_open;
-	struct kv_mem mtmem;	/* the memtable region: two halves */
+	struct kv_mem mtmem; /* the memtable region: two halves */
 	struct kv_memtable mt[2];
 	struct kv_memtable *active, *imm; /* imm: being flushed, or NULL */
-	pthread_rwlock_t lsm;	/* guards active, imm, tables, ntables */
-	pthread_mutex_t switch_mu; /* one memtable switch at a time */
-	struct kv_sst **tables; /* newest first */
+	pthread_rwlock_t lsm;		  /* guards active, imm, tables, ntables */
+	pthread_mutex_t switch_mu;	  /* one memtable switch at a time */
+	struct kv_sst **tables;		  /* newest first */
 	size_t ntables;
 	_Atomic uint64_t next_gen; /* file number of the next table */
 	struct kv_rowcache cache;
@@ -38,12 +38,12 @@ struct kv_db {
 	pthread_mutex_t stripes[NSTRIPES]; /* row locks, by key hash */
 	pthread_t flusher, compactor;
 	bool threads_on;
-	pthread_mutex_t bg_mu;	/* guards the flags below; bg_cv signals them */
+	pthread_mutex_t bg_mu; /* guards the flags below; bg_cv signals them */
 	pthread_cond_t bg_cv;
 	bool stop, imm_busy, compact_wanted, compacting;
-	int bg_err;		/* a failed flush: no more memtable switches */
-	char bg_msg[512];	/* bg_err's message, for the writers it stops */
-	int compact_err;	/* a failed compaction: no more compactions */
+	int bg_err;	  /* a failed flush: no more memtable switches */
+	char bg_msg[512]; /* bg_err's message, for the writers it stops */
+	int compact_err;  /* a failed compaction: no more compactions */
 	_Atomic uint64_t puts, gets, flushes, compactions, stalls, stall_ns;
 };
 

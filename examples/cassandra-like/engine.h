@@ -108,7 +108,7 @@ struct kv_log {
 	_Atomic uint64_t durable; /* last sequence number fdatasync'ed */
 	off_t synced_off;	  /* the segment's length after the last good batch */
 	bool syncing, stop;
-	int err; /* sticky: after a failed write nothing more is acknowledged */
+	int err;	  /* sticky: after a failed write nothing more is acknowledged */
 	char errmsg[256]; /* err's message, for the client threads (kv_fail) */
 	pthread_t syncer;
 	uint64_t batches, synced_bytes;
@@ -117,18 +117,16 @@ struct kv_log {
 	void *hook_arg;
 };
 
-typedef int (*kv_replay_fn)(uint64_t key, uint64_t seq, const void *val, uint32_t len,
-			    void *arg);
+typedef int (*kv_replay_fn)(uint64_t key, uint64_t seq, const void *val, uint32_t len, void *arg);
 /* Replay every segment in dir, oldest first, calling fn for records with
  * seq > min_seq. *max_gen / *max_seq: highest segment and sequence seen. */
-int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg,
-		  uint64_t *max_gen, uint64_t *max_seq, uint64_t *torn_bytes);
+int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg, uint64_t *max_gen,
+		  uint64_t *max_seq, uint64_t *torn_bytes);
 int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq,
 		void (*hook)(void *arg), void *hook_arg);
 void kv_log_close(struct kv_log *l);
 /* Append a record; assigns and returns its sequence number in *seq. */
-int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
-		  uint64_t *seq);
+int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len, uint64_t *seq);
 /* The last durable sequence number: readers skip anything newer (db.c). */
 static inline uint64_t kv_log_durable(struct kv_log *l)
 {
@@ -170,7 +168,7 @@ struct kv_memtable {
 };
 
 int kv_mt_init(struct kv_memtable *mt, struct kv_mem *mem, size_t off, size_t size);
-int kv_mt_reset(struct kv_memtable *mt); /* fault the arena in, empty list */
+int kv_mt_reset(struct kv_memtable *mt);    /* fault the arena in, empty list */
 void kv_mt_release(struct kv_memtable *mt); /* give the arena back lazily */
 bool kv_mt_has_room(const struct kv_memtable *mt, uint32_t vlen);
 /* caller holds mt->mu and checked kv_mt_has_room() */
@@ -193,7 +191,7 @@ const struct kv_mt_node *kv_mt_next_key(const struct kv_mt_node *n);
 struct kv_sst_rec {
 	uint64_t key, seq;
 	uint32_t vlen, crc; /* crc32c of key, seq, vlen and the value */
-	/* value, padded to 8 bytes */
+			    /* value, padded to 8 bytes */
 };
 
 struct kv_sst_footer {
@@ -236,8 +234,7 @@ static inline const void *kv_sst_value(const struct kv_sst_rec *r)
 const struct kv_sst_rec *kv_sst_first(const struct kv_sst *t);
 const struct kv_sst_rec *kv_sst_next(const struct kv_sst *t, const struct kv_sst_rec *r);
 bool kv_sst_rec_ok(const struct kv_sst_rec *r);
-int kv_sst_writer_open(struct kv_sst_writer *w, const char *dir, uint64_t gen,
-		       uint64_t max_count);
+int kv_sst_writer_open(struct kv_sst_writer *w, const char *dir, uint64_t gen, uint64_t max_count);
 int kv_sst_writer_add(struct kv_sst_writer *w, uint64_t key, uint64_t seq, const void *val,
 		      uint32_t vlen);
 /* fsync, rename into place, fsync the dir and open the table */
@@ -258,14 +255,14 @@ struct kv_rc_slot {
 };
 
 struct kv_rowcache {
-	struct kv_mem mem;     /* [index][frame 0][frame 1]... */
+	struct kv_mem mem; /* [index][frame 0][frame 1]... */
 	size_t frame_size, nframes, frames_off;
-	size_t nbuckets;       /* power of two, KV_RC_WAYS slots each */
+	size_t nbuckets; /* power of two, KV_RC_WAYS slots each */
 	struct kv_rc_slot *slots;
 	struct kv_rc_frame *frames;
 	pthread_mutex_t alloc_mu;
-	size_t cur;            /* frame being filled; nframes: none yet */
-	size_t free_ahead;     /* frames kept released ahead of the writer */
+	size_t cur;	   /* frame being filled; nframes: none yet */
+	size_t free_ahead; /* frames kept released ahead of the writer */
 	_Atomic uint64_t hits, misses, inserts, evictions, torn;
 };
 #define KV_RC_WAYS 8
@@ -275,10 +272,9 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 void kv_rc_destroy(struct kv_rowcache *rc);
 /* Lock-free (a seqlock-style copy): a hit is an intact row that was in
  * the cache during the call. */
-bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap,
-	       uint32_t *len, uint64_t *seq);
-void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val,
-	       uint32_t len);
+bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+	       uint64_t *seq);
+void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val, uint32_t len);
 /* kv_rc_put and kv_rc_invalidate: the caller holds the row lock of key */
 void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 
@@ -286,15 +282,15 @@ void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 
 struct kv_opts {
 	const char *data_dir;
-	const char *region_dir;	    /* tmpfs huge= dir for SHMEM regions; NULL: data_dir */
-	const char *log_dir;	    /* the commit log's dir, any file system; NULL: data_dir */
+	const char *region_dir; /* tmpfs huge= dir for SHMEM regions; NULL: data_dir */
+	const char *log_dir;	/* the commit log's dir, any file system; NULL: data_dir */
 	enum kv_backing cache_backing;
 	enum kv_backing memtable_backing;
-	size_t cache_bytes;	    /* row cache size */
-	size_t memtable_bytes;	    /* one memtable; the region holds two */
-	size_t row_hint;	    /* typical value size, sizes the cache index */
-	unsigned compact_min;	    /* tables merged at once (size-tiered); 0: 4 */
-	bool allow_disk;	    /* data dir not on tmpfs: warn instead of fail */
+	size_t cache_bytes;    /* row cache size */
+	size_t memtable_bytes; /* one memtable; the region holds two */
+	size_t row_hint;       /* typical value size, sizes the cache index */
+	unsigned compact_min;  /* tables merged at once (size-tiered); 0: 4 */
+	bool allow_disk;       /* data dir not on tmpfs: warn instead of fail */
 	bool quiet;
 	/* tests only: called by the commit-log syncer before it writes each
 	 * batch, with no lock held (tests/cass_*.c stall the syncer here) */
@@ -318,8 +314,7 @@ void kv_close(struct kv_db *db);
  * number: a later write to the same key always gets a larger one. */
 int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64_t *seq);
 /* 0 and the newest value, -ENOENT, -ENOBUFS (cap too small: *len = need) */
-int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
-	   uint64_t *seq);
+int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len, uint64_t *seq);
 void kv_db_stats(struct kv_db *db, struct kv_stats *st);
 /* coverage of the cache, memtable and table mappings (resident, huge) */
 void kv_db_coverage(struct kv_db *db, size_t res[3], size_t huge[3]);

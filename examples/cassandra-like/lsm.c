@@ -55,8 +55,8 @@ int kv__load_tables(struct kv_db *db)
 		if (rc)
 			break;
 		if (db->ntables == cap) {
-			struct kv_sst **n = realloc(db->tables, (cap = cap ? cap * 2 : 16) *
-								   sizeof(*n));
+			struct kv_sst **n =
+				realloc(db->tables, (cap = cap ? cap * 2 : 16) * sizeof(*n));
 
 			if (!n) {
 				kv_sst_close(t, false);
@@ -167,8 +167,10 @@ void *kv__flusher_main(void *arg)
 			kv_mt_release(mt);
 			atomic_fetch_add(&db->flushes, 1);
 		} else {
-			kv__note(db, "%s; writes will be refused once the memtable is full, reads go on",
-			     kv_errmsg(rc));
+			kv__note(
+				db,
+				"%s; writes will be refused once the memtable is full, reads go on",
+				kv_errmsg(rc));
 		}
 		pthread_mutex_lock(&db->bg_mu);
 		if (rc) {
@@ -231,13 +233,13 @@ static int merge(struct kv_db *db, struct kv_sst **in, size_t k, struct kv_sst *
 		if (!best)
 			break;
 		if (!kv_sst_rec_ok(best)) {
-			rc = kv_fail(-EIO, "compaction: a record of key %" PRIu64
-					   " fails its checksum; table left as it is",
+			rc = kv_fail(-EIO,
+				     "compaction: a record of key %" PRIu64
+				     " fails its checksum; table left as it is",
 				     best->key);
 			break;
 		}
-		rc = kv_sst_writer_add(&w, best->key, best->seq, kv_sst_value(best),
-				       best->vlen);
+		rc = kv_sst_writer_add(&w, best->key, best->seq, kv_sst_value(best), best->vlen);
 		if (rc)
 			break;
 		uint64_t key = best->key;

@@ -218,7 +218,8 @@ static int smaps_sum(uintptr_t lo, uintptr_t hi, const char *dir, size_t *res, s
 		char *path;
 		size_t kb;
 
-		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
 			if (dir) {
 				path = strchr(line, '/');
 				in = path && !strncmp(path, dir, dl) && path[dl] == '/';
@@ -226,8 +227,8 @@ static int smaps_sum(uintptr_t lo, uintptr_t hi, const char *dir, size_t *res, s
 				in = a < hi && b > lo;
 				/* a VMA merged with a neighbour: count our share */
 				part = in ? (double)((b < hi ? b : hi) - (a > lo ? a : lo)) /
-						    (double)(b - a)
-					  : 0;
+						       (double)(b - a) :
+					    0;
 			}
 			continue;
 		}
@@ -250,8 +251,8 @@ int kv_mem_coverage(struct kv_mem *m, size_t *resident, size_t *huge)
 	int rc;
 
 	if (!m->r)
-		return smaps_sum((uintptr_t)m->base, (uintptr_t)m->base + m->size, NULL,
-				 resident, huge);
+		return smaps_sum((uintptr_t)m->base, (uintptr_t)m->base + m->size, NULL, resident,
+				 huge);
 	rc = hpr_stats(m->r, &st);
 	if (rc)
 		return rc;

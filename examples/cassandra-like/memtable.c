@@ -117,8 +117,7 @@ void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void
 	n->height = (uint32_t)h;
 	memcpy((char *)kv_mt_value(n), val, vlen);
 	for (int lvl = 0; lvl < h; lvl++) {
-		atomic_store_explicit(&n->next[lvl], next_of(prev[lvl], lvl),
-				      memory_order_relaxed);
+		atomic_store_explicit(&n->next[lvl], next_of(prev[lvl], lvl), memory_order_relaxed);
 		atomic_store_explicit(&prev[lvl]->next[lvl], n, memory_order_release);
 	}
 	if (!mt->min_seq)

@@ -213,8 +213,7 @@ static int next_frame(struct kv_rowcache *rc)
 	return 0;
 }
 
-void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val,
-	       uint32_t len)
+void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val, uint32_t len)
 {
 	size_t need = sizeof(struct rc_row) + ((len + 7u) & ~7u), off;
 	struct kv_rc_slot *s = bucket_of(rc, key), *victim = NULL;
@@ -247,8 +246,8 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 			victim = &s[i];
 			break;
 		}
-		if (!victim && !slot_live(rc, atomic_load_explicit(&s[i].loc,
-								   memory_order_relaxed)))
+		if (!victim &&
+		    !slot_live(rc, atomic_load_explicit(&s[i].loc, memory_order_relaxed)))
 			victim = &s[i];
 	}
 	if (!victim) /* bucket full of live rows: replace one at random */

@@ -150,7 +150,7 @@ struct client {
 	int id;
 	struct variant *v;
 	bool load;
-	uint64_t lo, hi; /* load: index range */
+	uint64_t lo, hi;  /* load: index range */
 	double read_prop; /* the rest are updates, or (rmw) read-modify-writes */
 	bool rmw;
 	uint64_t rng;
@@ -304,8 +304,8 @@ static void *client_main(void *arg)
 
 /* ---- a phase: start clients, print progress, join ---- */
 
-static void progress_line(struct variant *v, struct client *cl, double secs,
-			  uint64_t *last_ops, double dt)
+static void progress_line(struct variant *v, struct client *cl, double secs, uint64_t *last_ops,
+			  double dt)
 {
 	uint64_t cnt[NOPS] = { 0 }, sum[NOPS] = { 0 }, tot;
 	struct kv_stats st;
@@ -321,14 +321,14 @@ static void progress_line(struct variant *v, struct client *cl, double secs,
 	if (st.prefault_total && st.prefault_done < st.prefault_total)
 		snprintf(pf, sizeof(pf), " [cache prefault %zu%% of %zu MiB]",
 			 st.prefault_done * 100 / st.prefault_total, st.prefault_total >> 20);
-	printf("[%s] %.0f sec: %" PRIu64 " operations; %.1f current ops/sec;", v->name, secs,
-	       tot, (double)(tot - *last_ops) / dt);
+	printf("[%s] %.0f sec: %" PRIu64 " operations; %.1f current ops/sec;", v->name, secs, tot,
+	       (double)(tot - *last_ops) / dt);
 	for (int o = 0; o < NOPS; o++)
 		if (cnt[o])
 			printf(" [%s: Count=%" PRIu64 ", Avg=%.1f us]", op_name[o], cnt[o],
 			       (double)sum[o] / (double)cnt[o] / 1000.0);
-	printf(" [tables=%" PRIu64 " flushes=%" PRIu64 " compactions=%" PRIu64 "]%s\n",
-	       st.tables, st.flushes, st.compactions, pf);
+	printf(" [tables=%" PRIu64 " flushes=%" PRIu64 " compactions=%" PRIu64 "]%s\n", st.tables,
+	       st.flushes, st.compactions, pf);
 	fflush(stdout);
 	*last_ops = tot;
 }
@@ -417,7 +417,6 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 	return err;
 }
 
-
 /* ---- open a variant ---- */
 
 static int open_variant(struct variant *v, bool huge)
@@ -445,8 +444,8 @@ static int open_variant(struct variant *v, bool huge)
 	}
 	rc = kv_open(&o, &v->db);
 	if (rc) {
-		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n",
-			v->name, kv_errmsg(rc));
+		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n", v->name,
+			kv_errmsg(rc));
 		return rc;
 	}
 	snprintf(v->mount, sizeof(v->mount), "%s", kv_db_mount(v->db));
@@ -461,9 +460,8 @@ static int open_variant(struct variant *v, bool huge)
 			       v->name, st.prefault_done * 100 / st.prefault_total,
 			       st.prefault_total >> 20);
 	}
-	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n",
-	       v->name, v->dir, v->mount, opt.memtable_mb,
-	       kv_backing_name(o.memtable_backing), opt.cache_mb,
+	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n", v->name,
+	       v->dir, v->mount, opt.memtable_mb, kv_backing_name(o.memtable_backing), opt.cache_mb,
 	       kv_backing_name(o.cache_backing));
 	return 0;
 }
@@ -534,8 +532,8 @@ static int check_acklog(struct variant *v, const char *path)
 			newer++;
 		}
 	}
-	printf("acklog check: %" PRIu64 " acknowledged writes logged, %" PRIu64
-	       " lost; %" PRIu64 " keys hold a newer durable write; tables: %" PRIu64
+	printf("acklog check: %" PRIu64 " acknowledged writes logged, %" PRIu64 " lost; %" PRIu64
+	       " keys hold a newer durable write; tables: %" PRIu64
 	       " records, all checksums good\n",
 	       lines, lost, newer, tables_recs);
 	free(mseq);
@@ -595,7 +593,6 @@ static enum kv_backing parse_backing(const char *s)
 	fprintf(stderr, "cassandra-like: unknown backend '%s' (shmem, memfd, thp)\n", s);
 	exit(2);
 }
-
 
 /*
  * `cassandra-like bench`: the benchmark as bench/run runs it. As root it
@@ -663,19 +660,32 @@ static void bench_unmount(void)
 /* ---- main, in steps ---- */
 
 static const struct option long_opts[] = {
-	{ "data", 1, 0, 'd' },	      { "base-data", 1, 0, 'D' },
-	{ "pages", 1, 0, 'P' },	      { "region-dir", 1, 0, 'R' },
-	{ "cache-backend", 1, 0, 'C' }, { "memtable-backend", 1, 0, 'M' },
-	{ "records", 1, 0, 'n' },     { "fieldlen", 1, 0, 'f' },
-	{ "threads", 1, 0, 't' },     { "workloads", 1, 0, 'w' },
-	{ "seconds", 1, 0, 's' },     { "ops", 1, 0, 'o' },
-	{ "dist", 1, 0, 'z' },	      { "repeat", 1, 0, 'r' },
-	{ "status", 1, 0, 'i' },      { "cache-mb", 1, 0, 'c' },
-	{ "memtable-mb", 1, 0, 'm' }, { "verify", 0, 0, 'V' },
-	{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
-	{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
-	{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
-	{ "log-dir", 1, 0, 'L' },     { "help", 0, 0, 'h' },
+	{ "data", 1, 0, 'd' },
+	{ "base-data", 1, 0, 'D' },
+	{ "pages", 1, 0, 'P' },
+	{ "region-dir", 1, 0, 'R' },
+	{ "cache-backend", 1, 0, 'C' },
+	{ "memtable-backend", 1, 0, 'M' },
+	{ "records", 1, 0, 'n' },
+	{ "fieldlen", 1, 0, 'f' },
+	{ "threads", 1, 0, 't' },
+	{ "workloads", 1, 0, 'w' },
+	{ "seconds", 1, 0, 's' },
+	{ "ops", 1, 0, 'o' },
+	{ "dist", 1, 0, 'z' },
+	{ "repeat", 1, 0, 'r' },
+	{ "status", 1, 0, 'i' },
+	{ "cache-mb", 1, 0, 'c' },
+	{ "memtable-mb", 1, 0, 'm' },
+	{ "verify", 0, 0, 'V' },
+	{ "acklog", 1, 0, 'a' },
+	{ "check", 1, 0, 'k' },
+	{ "no-load", 0, 0, 'N' },
+	{ "allow-disk", 0, 0, 'A' },
+	{ "json", 1, 0, 'j' },
+	{ "quick", 0, 0, 'q' },
+	{ "log-dir", 1, 0, 'L' },
+	{ "help", 0, 0, 'h' },
 	{ 0, 0, 0, 0 },
 };
 
@@ -738,18 +748,41 @@ static void parse_options(int argc, char **argv, struct driver *d)
 
 	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': opt.data = optarg; break;
-		case 'D': opt.base_data = optarg; break;
-		case 'P': d->pages = optarg; break;
-		case 'R': opt.region_dir = optarg; break;
-		case 'L': opt.log_dir = optarg; break;
-		case 'C': opt.cache_b = parse_backing(optarg); opt.cache_b_set = true; break;
-		case 'M': opt.mt_b = parse_backing(optarg); break;
-		case 'n': opt.records = num_opt("records", optarg, 1, UINT32_MAX); break;
+		case 'd':
+			opt.data = optarg;
+			break;
+		case 'D':
+			opt.base_data = optarg;
+			break;
+		case 'P':
+			d->pages = optarg;
+			break;
+		case 'R':
+			opt.region_dir = optarg;
+			break;
+		case 'L':
+			opt.log_dir = optarg;
+			break;
+		case 'C':
+			opt.cache_b = parse_backing(optarg);
+			opt.cache_b_set = true;
+			break;
+		case 'M':
+			opt.mt_b = parse_backing(optarg);
+			break;
+		case 'n':
+			opt.records = num_opt("records", optarg, 1, UINT32_MAX);
+			break;
 		/* 20 fields: a value of 40 B to 64 KiB */
-		case 'f': opt.fieldlen = (unsigned)num_opt("fieldlen", optarg, 2, 3276); break;
-		case 't': opt.threads = (unsigned)num_opt("threads", optarg, 1, MAX_THREADS); break;
-		case 'w': snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg); break;
+		case 'f':
+			opt.fieldlen = (unsigned)num_opt("fieldlen", optarg, 2, 3276);
+			break;
+		case 't':
+			opt.threads = (unsigned)num_opt("threads", optarg, 1, MAX_THREADS);
+			break;
+		case 'w':
+			snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg);
+			break;
 		case 's':
 			opt.seconds = strtod(optarg, &end);
 			if (*end || !(opt.seconds > 0 && opt.seconds <= 86400)) {
@@ -760,7 +793,9 @@ static void parse_options(int argc, char **argv, struct driver *d)
 				exit(2);
 			}
 			break;
-		case 'o': opt.ops = num_opt("ops", optarg, 0, INT64_MAX); break;
+		case 'o':
+			opt.ops = num_opt("ops", optarg, 0, INT64_MAX);
+			break;
 		case 'z':
 			if (!ycsb_dist_from_name(optarg, &opt.dist)) {
 				fprintf(stderr,
@@ -770,18 +805,40 @@ static void parse_options(int argc, char **argv, struct driver *d)
 				exit(2);
 			}
 			break;
-		case 'r': opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS); break;
-		case 'i': opt.status = (unsigned)num_opt("status", optarg, 0, 86400); break;
-		case 'c': opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20); break;
-		case 'm': opt.memtable_mb = num_opt("memtable-mb", optarg, 1, 1 << 16); break;
-		case 'V': opt.verify = true; break;
-		case 'a': opt.acklog = optarg; break;
-		case 'k': opt.check = optarg; break;
-		case 'N': opt.no_load = true; break;
-		case 'A': opt.allow_disk = true; break;
-		case 'j': opt.json = optarg; break;
-		case 'q': break; /* bench: handled by bench_defaults */
-		default: usage();
+		case 'r':
+			opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS);
+			break;
+		case 'i':
+			opt.status = (unsigned)num_opt("status", optarg, 0, 86400);
+			break;
+		case 'c':
+			opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20);
+			break;
+		case 'm':
+			opt.memtable_mb = num_opt("memtable-mb", optarg, 1, 1 << 16);
+			break;
+		case 'V':
+			opt.verify = true;
+			break;
+		case 'a':
+			opt.acklog = optarg;
+			break;
+		case 'k':
+			opt.check = optarg;
+			break;
+		case 'N':
+			opt.no_load = true;
+			break;
+		case 'A':
+			opt.allow_disk = true;
+			break;
+		case 'j':
+			opt.json = optarg;
+			break;
+		case 'q':
+			break; /* bench: handled by bench_defaults */
+		default:
+			usage();
 		}
 	}
 }
@@ -939,8 +996,8 @@ int main(int argc, char **argv)
 	if (!rc && opt.check) {
 		rc = check_acklog(&d.vs[0], opt.check);
 	} else if (!rc && opt.acklog &&
-		   (acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-				     0644)) < 0) {
+		   (acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) <
+			   0) {
 		fprintf(stderr, "cassandra-like: %s: %s\n", opt.acklog, strerror(errno));
 		rc = 2;
 	} else if (!rc) {
