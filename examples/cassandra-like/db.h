@@ -25,7 +25,11 @@ struct kv_db {
 	int loglockfd;	       /* flock on LOGDIR/LOCK when it is not dir */
 	struct kv_log log;
 	bool log_open;
-	struct kv_mem mtmem; /* the memtable region: two halves */
+	struct kv_mem mtmem;	   /* the memtable region: two halves */
+	struct kv_kept_hdr *mthdr; /* keep: its header, a huge page before the halves */
+	bool mt_check;		   /* keep: kept memtables to check against the log */
+	uint64_t keep_id;	   /* keep: the data dir's KEEPID */
+	struct kv_keep_info keep;
 	struct kv_memtable mt[2];
 	struct kv_memtable *active, *imm; /* imm: being flushed, or NULL */
 	pthread_rwlock_t lsm;		  /* guards active, imm, tables, ntables */
@@ -55,6 +59,10 @@ int kv__flush_mt(struct kv_db *db, struct kv_memtable *mt, struct kv_sst **out);
 /* caller holds lsm for writing, or is alone (open) */
 int kv__add_table_front(struct kv_db *db, struct kv_sst *t);
 void *kv__flusher_main(void *arg);
+/* restart.c: check the kept memtables and reconcile them with the commit
+ * log (records after tmax); -ESTALE (db->keep.mt_why): start cold */
+int kv__mt_recover(struct kv_db *db, uint64_t tmax, uint64_t *max_gen, uint64_t *max_seq,
+		   uint64_t *torn);
 void *kv__compactor_main(void *arg);
 
 #endif /* KV_DB_H */

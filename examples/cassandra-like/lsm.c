@@ -108,7 +108,7 @@ int kv__flush_mt(struct kv_db *db, struct kv_memtable *mt, struct kv_sst **out)
 				atomic_load(&mt->entries));
 	if (rc)
 		return rc;
-	for (const struct kv_mt_node *n = kv_mt_first(mt); n; n = kv_mt_next_key(n)) {
+	for (const struct kv_mt_node *n = kv_mt_first(mt); n; n = kv_mt_next_key(mt, n)) {
 		rc = kv_sst_writer_add(&w, n->key, n->seq, kv_mt_value(n), n->vlen);
 		if (rc) {
 			kv_sst_writer_abort(&w);
@@ -150,12 +150,20 @@ void *kv__flusher_main(void *arg)
 		pthread_mutex_unlock(&db->bg_mu);
 
 		mt = db->imm;
+		if (db->o.flush_hook)
+			db->o.flush_hook(db->o.flush_hook_arg);
 		rc = kv__flush_mt(db, mt, &t);
 		if (!rc) {
 			pthread_rwlock_wrlock(&db->lsm);
 			rc = kv__add_table_front(db, t);
-			if (!rc)
+			if (!rc) {
 				db->imm = NULL;
+				/* keep: the table is in place; a restart must not
+				 * take the half as unflushed (restart.c) */
+				if (db->mthdr)
+					atomic_store(&db->mthdr->state,
+						     KV_MT_STATE(db->active->idx, 0, 0));
+			}
 			pthread_rwlock_unlock(&db->lsm);
 			if (rc)
 				kv_sst_close(t, true);
