@@ -333,24 +333,17 @@ static void progress_line(struct variant *v, struct client *cl, double secs, uin
 	*last_ops = tot;
 }
 
-static int phase(struct variant *v, char workload, struct run_result *res)
+/* Start opt.threads clients of workload ('L': the load) on v; t0 seeds
+ * their generators. NULL: out of memory. */
+struct client *clients_start(struct variant *v, char workload, uint64_t t0)
 {
 	struct client *cl = calloc(opt.threads, sizeof(*cl));
 	bool load = workload == 'L';
-	uint64_t t0, last = 0, tick, end_ns, last_ops = 0;
-	int err = 0;
 
 	if (!cl)
-		return -ENOMEM;
+		return NULL;
 	atomic_store(&stop_run, false);
 	atomic_store(&ops_left, opt.ops ? (int64_t)opt.ops : INT64_MAX);
-	memset(res, 0, sizeof(*res));
-	res->workload = workload;
-	res->variant = v->name;
-	kv_db_stats(v->db, &res->st0);
-	res->minflt = minor_faults();
-	t0 = kv_now_ns();
-	end_ns = opt.ops || load ? UINT64_MAX : t0 + (uint64_t)(opt.seconds * 1e9);
 	for (unsigned t = 0; t < opt.threads; t++) {
 		struct client *c = &cl[t];
 
@@ -373,6 +366,54 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 			atomic_store(&stop_run, true);
 		}
 	}
+	return cl;
+}
+
+/* operations the clients have done so far (an RMW is one) */
+uint64_t clients_ops(struct client *cl)
+{
+	uint64_t n = 0;
+
+	for (unsigned t = 0; t < opt.threads; t++)
+		n += atomic_load_explicit(&cl[t].count[OP_READ], memory_order_relaxed) +
+		     atomic_load_explicit(&cl[t].count[OP_UPDATE], memory_order_relaxed) -
+		     atomic_load_explicit(&cl[t].count[OP_RMW], memory_order_relaxed);
+	return n;
+}
+
+/* stop the clients and free them: the first client's error, or 0 */
+int clients_stop(struct client *cl)
+{
+	int err = 0;
+
+	atomic_store(&stop_run, true);
+	for (unsigned t = 0; t < opt.threads; t++) {
+		if (!cl[t].joined)
+			pthread_join(cl[t].thr, NULL);
+		if (cl[t].err && !err)
+			err = cl[t].err;
+	}
+	free(cl);
+	return err;
+}
+
+int phase(struct variant *v, char workload, struct run_result *res)
+{
+	struct client *cl;
+	bool load = workload == 'L';
+	uint64_t t0, last = 0, tick, end_ns, last_ops = 0;
+	int err = 0;
+
+	memset(res, 0, sizeof(*res));
+	res->workload = workload;
+	res->variant = v->name;
+	kv_db_stats(v->db, &res->st0);
+	res->minflt = minor_faults();
+	t0 = kv_now_ns();
+	end_ns = opt.ops || load ? UINT64_MAX : t0 + (uint64_t)(opt.seconds * 1e9);
+	cl = clients_start(v, workload, t0);
+	if (!cl)
+		return -ENOMEM;
 	/* the main thread reports progress until the clients are done */
 	tick = t0;
 	for (;;) {
@@ -419,7 +460,35 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 
 /* ---- open a variant ---- */
 
-static int open_variant(struct variant *v, bool huge)
+/* what --keep found: kept regions attached and checked, or why not */
+void print_keep_info(struct variant *v)
+{
+	struct kv_keep_info ki;
+
+	kv_db_keep_info(v->db, &ki);
+	printf("[%s] kept row cache: %s", v->name,
+	       ki.cache_warm	 ? "attached, warm" :
+	       ki.cache_attached ? "attached, not usable: started cold" :
+				   "new");
+	if (ki.cache_warm)
+		printf(" (%" PRIu64 " rows; %" PRIu64 " index slots outside live frames cleared)",
+		       ki.cache_rows, ki.cache_dropped);
+	else if (ki.cache_why[0])
+		printf(" (%s)", ki.cache_why);
+	printf("; kept memtables: %s", ki.mt_warm     ? "attached, checked against the log" :
+				       ki.mt_attached ? "attached, not usable: replayed the log" :
+							"new");
+	if (ki.mt_warm)
+		printf(" (%" PRIu64 " records kept, %" PRIu64 " not in the log discarded, %" PRIu64
+		       " replayed from the log%s)",
+		       ki.mt_kept, ki.mt_discarded, ki.mt_replayed,
+		       ki.imm_recovered ? ", an immutable memtable to flush" : "");
+	else if (ki.mt_why[0])
+		printf(" (%s)", ki.mt_why);
+	printf("\n");
+}
+
+int open_variant(struct variant *v, bool huge)
 {
 	struct kv_opts o = { 0 };
 	int rc;
@@ -428,6 +497,12 @@ static int open_variant(struct variant *v, bool huge)
 	o.region_dir = opt.region_dir;
 	o.cache_backing = huge ? opt.cache_b : KV_MEM_BASE;
 	o.memtable_backing = huge ? opt.mt_b : KV_MEM_BASE;
+	/* --keep: the huge run's row cache and memtables in kept regions,
+	 * which are shmem files in the region dir */
+	o.keep = opt.keep && huge;
+	if (o.keep)
+		o.cache_backing = o.memtable_backing = KV_MEM_SHMEM;
+	o.quiet = opt.restart; /* --restart prints its own report */
 	o.cache_bytes = opt.cache_mb << 20;
 	o.memtable_bytes = opt.memtable_mb << 20;
 	o.row_hint = value_len();
@@ -449,6 +524,10 @@ static int open_variant(struct variant *v, bool huge)
 		return rc;
 	}
 	snprintf(v->mount, sizeof(v->mount), "%s", kv_db_mount(v->db));
+	if (o.keep && !opt.restart)
+		print_keep_info(v);
+	if (opt.restart)
+		return 0;
 	{
 		/* the cache prefault runs in the background; we serve already */
 		struct kv_stats st;
@@ -464,6 +543,36 @@ static int open_variant(struct variant *v, bool huge)
 	       v->dir, v->mount, opt.memtable_mb, kv_backing_name(o.memtable_backing), opt.cache_mb,
 	       kv_backing_name(o.cache_backing));
 	return 0;
+}
+
+/* Read every key acknowledged in snap (highest seq per key) without
+ * filling the row cache: each must be an intact value at least as new.
+ * Returns how many were not; *keys: how many were read. */
+uint64_t check_acked(struct variant *v, const uint64_t *snap, uint64_t *keys)
+{
+	uint8_t *buf = malloc(value_len());
+	uint64_t lost = 0;
+
+	*keys = 0;
+	for (uint64_t k = 0; k < opt.records && buf; k++) {
+		uint64_t seq = 0;
+		uint32_t len = 0, crc;
+		int rc;
+
+		if (!snap[k])
+			continue;
+		(*keys)++;
+		rc = kv_get_nofill(v->db, k, buf, value_len(), &len, &seq);
+		if (rc || check_value(buf, len, k, &crc) || seq < snap[k]) {
+			if (lost++ < 10)
+				fprintf(stderr,
+					"LOST: key %" PRIu64 " acknowledged at seq %" PRIu64
+					", read %s seq %" PRIu64 "\n",
+					k, snap[k], rc ? kv_errmsg(rc) : "ok", seq);
+		}
+	}
+	free(buf);
+	return lost;
 }
 
 /* Read every key and check it against the shadow model. */
@@ -571,6 +680,12 @@ static void usage(void)
 		"  --no-load           use the data already in --data\n"
 		"  --allow-disk        allow a data dir that is not on tmpfs (warns)\n"
 		"  --json FILE         write every result (headline rows + summary) to FILE\n"
+		"  --keep              row cache and memtables in kept regions (files in the\n"
+		"                      region dir): the next open attaches to them, checked\n"
+		"  --restart           kill -9 the store mid-run and start it again on the same\n"
+		"                      data: warm (--keep's regions attached) vs cold (fresh\n"
+		"                      regions), ops/s per 100 ms, time to 90 %% of steady,\n"
+		"                      acknowledged writes lost (README: Fast restart)\n"
 		"       cassandra-like bench [--quick] [--json FILE] [options]\n"
 		"  the benchmark: as root, mounts its own tmpfs huge=always and huge=never\n"
 		"  (--quick: small sizes for CI)\n");
@@ -686,6 +801,8 @@ static const struct option long_opts[] = {
 	{ "quick", 0, 0, 'q' },
 	{ "log-dir", 1, 0, 'L' },
 	{ "help", 0, 0, 'h' },
+	{ "keep", 0, 0, 'K' },
+	{ "restart", 0, 0, 'S' },
 	{ 0, 0, 0, 0 },
 };
 
@@ -837,6 +954,12 @@ static void parse_options(int argc, char **argv, struct driver *d)
 			break;
 		case 'q':
 			break; /* bench: handled by bench_defaults */
+		case 'K':
+			opt.keep = true;
+			break;
+		case 'S':
+			opt.restart = opt.keep = true;
+			break;
 		default:
 			usage();
 		}
@@ -992,6 +1115,16 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ycsb_gen_init(&keygen, opt.dist, opt.records);
 
+	if (opt.restart) {
+		if (opt.base_data || d.pages) {
+			fprintf(stderr, "cassandra-like: --restart runs huge pages only: no "
+					"--base-data or --pages\n");
+			return 2;
+		}
+		rc = run_restart(d.wls[0]);
+		bench_unmount();
+		return rc;
+	}
 	rc = open_variants(&d);
 	if (!rc && opt.check) {
 		rc = check_acklog(&d.vs[0], opt.check);
