@@ -69,7 +69,7 @@ if [ "${1:-}" = --restart ]; then
 		exit 77
 	fi
 	mkdir "$WORK/huge"
-	mount -t tmpfs -o huge=always,size=3g none "$WORK/huge"
+	mount -t tmpfs -o huge=always,size=2g none "$WORK/huge"
 	trap 'umount "$WORK/huge" 2>/dev/null; rm -rf "$WORK"' EXIT
 	echo "cassandra-like: restart after kill -9, data and kept regions on tmpfs huge=always ($WORK/huge)"
 	"$BIN" --data "$WORK/huge" "${ARGS[@]}" ${CASS_ARGS:-}
