@@ -611,6 +611,14 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		mt = db->active;
 		pthread_mutex_lock(&mt->mu);
 		if (!mt->sealed && kv_mt_has_room(mt, len)) {
+			/* Cassandra's row cache invalidates on write. Before the
+			 * append, not after: the syncer may write the record at
+			 * once, and a process killed between that and the
+			 * invalidation would leave a kept cache (restart.c) with
+			 * a row older than the log. No read refills it meanwhile:
+			 * a miss fills under the row lock we hold, and after it
+			 * skips this version until it is durable (kv_get). */
+			kv_rc_invalidate(&db->cache, key);
 			/* log and memtable in one critical section: seq order is
 			 * memtable order, and a switch (wrlock) sees neither half */
 			rc = kv_log_append(&db->log, key, val, len, &seq, &crc);
@@ -630,10 +638,6 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		if (rc)
 			break;
 	}
-	/* Cassandra's row cache invalidates on write; the next read of the key
-	 * (under the same row lock) fills it with the new row */
-	if (!rc)
-		kv_rc_invalidate(&db->cache, key);
 	pthread_mutex_unlock(s);
 	if (rc)
 		return rc;

@@ -38,10 +38,11 @@
  * flusher writes it out as it would have.
  *
  * Why the row cache needs no check against the tables: a put invalidates
- * the key's cache slot before it is acknowledged, and a read fills the
- * cache only with a durable version (db.c), both in the kept region, so
- * after a kill -9 the cache holds no row older than an acknowledged write.
- * That holds for this data dir's history only, hence KEEPID.
+ * the key's cache slot before it appends its record to the log, and a
+ * read fills the cache only with a durable version (db.c), both in the
+ * kept region, so after a kill -9 the cache holds no row older than what
+ * the log holds -- acknowledged or not. That holds for this data dir's
+ * history only, hence KEEPID.
  */
 #define _GNU_SOURCE
 #include "db.h"
