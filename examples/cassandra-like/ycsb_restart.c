@@ -253,10 +253,11 @@ static void print_win(const struct win *w, double steady)
 		double t = t90(w, steady);
 
 		printf("[%s %d] first 100 ms: %.0f ops/s, cache hit rate %.1f %%; 90 %% of steady "
-		       "(%.0f ops/s) %s%.2f s after kv_open began; last %.0f s: %.0f ops/s\n",
+		       "(%.0f ops/s) %s%.2f s after kv_open began; last second: %.0f ops/s, cache "
+		       "hit rate %.1f %%\n",
 		       kind_name[w->kind], w->round, rate(w, 0, 1), hit_rate(w, 0, 1), 0.9 * steady,
 		       t < 0 ? "not reached in " : "", t < 0 ? (double)w->t[w->n - 1] / 1e9 : t,
-		       opt.seconds / 2, tail_rate(w, opt.seconds / 2));
+		       tail_rate(w, 1), hit_rate(w, w->n > 11 ? w->n - 11 : 0, w->n - 1));
 	}
 	printf("[%s %d] ops/s per 100 ms:", kind_name[w->kind], w->round);
 	for (int i = 1; i < w->n && i <= 20; i++)
