@@ -310,8 +310,9 @@ static int open_kept_memtables(struct kv_db *db, const char *rdir)
 	rc = kv_mem_create_kept(&db->mtmem, "memtable", hdr + 2 * half, rdir);
 	if (rc)
 		return rc;
-	/* attached: map it all now (MADV_POPULATE_READ, nothing zeroed) */
-	rc = kv_mem_fault(&db->mtmem, 0, db->mtmem.size);
+	/* attached: map it all now (MADV_POPULATE_READ, nothing zeroed); a
+	 * new one: its header here, the halves when they take writes */
+	rc = kv_mem_fault(&db->mtmem, 0, db->mtmem.attached ? db->mtmem.size : hdr);
 	if (rc)
 		return rc;
 	db->mthdr = (struct kv_kept_hdr *)db->mtmem.base;

@@ -16,6 +16,11 @@
  * Where hpregion comes in is all in mem.c (struct kv_mem): a region, or for
  * the comparison run plain 4 KiB-page memory with the same calls.
  *
+ * Fast restart (kv_opts.keep, restart.c): the row cache and the memtables
+ * in kept regions (hpregion's HPR_F_ATTACH) that the next process attaches
+ * to; each is checked at open, the memtables against the commit log, and
+ * whatever fails its checks starts cold.
+ *
  * Durability: a put is acknowledged only once its commit-log record is
  * fdatasync'ed. On open the log is replayed into the memtable, so a kill -9
  * loses no acknowledged write. What "acknowledged" promises depends on

@@ -237,11 +237,12 @@ static void print_win(const struct win *w, double steady)
 		printf(" (%s)", ki->mt_why);
 	printf("\n");
 	if (w->kind == W_PRIME) {
+		int k = (int)(opt.seconds * 10);
+
 		printf("[prime] %s%.0f s of the workload; steady: %.0f ops/s (its last %.0f s), cache "
 		       "hit rate %.1f %%\n",
 		       w->loaded ? "loaded the records, then " : "", (double)w->t[w->n - 1] / 1e9,
-		       steady, opt.seconds,
-		       hit_rate(w, w->n - 1 - (int)(opt.seconds * 10), w->n - 1));
+		       steady, opt.seconds, hit_rate(w, w->n - 1 > k ? w->n - 1 - k : 0, w->n - 1));
 		return;
 	}
 	if (w->kind == W_FINAL) {
