@@ -200,12 +200,14 @@ static double hit_rate(const struct win *w, int i, int j)
 }
 
 /* Seconds from the start of kv_open until the store serves at 90 % of
- * steady: the end of the first 100 ms at >= 90 % whose next second
- * averages >= 90 % too (one lucky 100 ms is not a recovery). -1: never. */
+ * steady: the end of the first 100 ms at >= 90 % whose next 500 ms
+ * average >= 90 % too (one lucky 100 ms is not a recovery; a whole second
+ * is too long a test on a shared machine, where a store in its steady state
+ * dips under 90 % for a few hundred ms as often as not). -1: never. */
 static double t90(const struct win *w, double steady)
 {
 	for (int i = 1; i < w->n; i++) {
-		int j = i + 9 < w->n ? i + 9 : w->n - 1;
+		int j = i + 4 < w->n ? i + 4 : w->n - 1;
 
 		if (rate(w, i - 1, i) >= 0.9 * steady && rate(w, i - 1, j) >= 0.9 * steady)
 			return w->open_ms / 1e3 + (double)w->t[i] / 1e9;
