@@ -23,7 +23,11 @@
  *             (the log is replayed), every value is still right;
  *   switch:   kill -9 between a memtable switch and its flush (the flusher
  *             stalled in kv_opts.flush_hook): the immutable half comes
- *             back and is flushed, nothing acknowledged is lost.
+ *             back and is flushed, nothing acknowledged is lost; and with
+ *             the region's state set back to before that flush (as if
+ *             killed between the table's rename and the state's update),
+ *             the half is seen to be in the tables already, not flushed
+ *             twice.
  *
  * Needs root: kept regions live on a tmpfs mounted huge=, made here in a
  * private mount namespace. Exits 77 otherwise.
@@ -496,6 +500,30 @@ static void case_damaged(void)
 
 /* ---- switch: killed between a memtable switch and its flush ---- */
 
+/* the kept memtable region's state word (which half is active, whether
+ * the other is immutable): read, or with set, written first */
+static uint64_t mt_state(const char *dir, const uint64_t *set)
+{
+	struct kv_kept_hdr *h;
+	char p[128];
+	uint64_t v;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/memtable", dir);
+	fd = open(p, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED)
+		return 0;
+	if (set)
+		atomic_store(&h->state, *set);
+	v = atomic_load(&h->state);
+	munmap(h, sizeof(*h));
+	return v;
+}
+
 static void case_switch(void)
 {
 	struct kv_keep_info ki;
@@ -503,7 +531,7 @@ static void case_switch(void)
 	struct kv_db *db;
 	char dir[64];
 	int pfd[2];
-	uint64_t n;
+	uint64_t n, state;
 	pid_t pid;
 
 	memset(shadow, 0, sizeof(shadow));
@@ -542,6 +570,8 @@ static void case_switch(void)
 	n = take_acks(pfd[0], 0); /* to the child's close */
 	kill_child(pid, "switch");
 	close(pfd[0]);
+	state = mt_state(dir, NULL);
+	CHECK(state & 2, "switch: the kept state says a half is immutable (%#" PRIx64 ")", state);
 	db = open_kept(dir);
 	kv_db_keep_info(db, &ki);
 	CHECK(ki.mt_warm && ki.imm_recovered,
@@ -556,9 +586,25 @@ static void case_switch(void)
 	      st.flushes, st.tables);
 	check_shadow(db, "switch, after the flush");
 	kv_close(db);
+	CHECK(!(mt_state(dir, NULL) & 2), "switch: after the flush the kept state has no immutable "
+					  "half");
+	/* killed after the table's rename, before the state's update */
+	mt_state(dir, &state);
 	db = open_kept(dir);
 	kv_db_keep_info(db, &ki);
-	CHECK(ki.mt_warm && !ki.imm_recovered, "switch: a reopen finds no half left to flush");
+	CHECK(ki.mt_warm && ki.imm_flushed && !ki.imm_recovered,
+	      "switch: with the state from before the flush, the half is found in the tables "
+	      "already");
+	kv_db_quiesce(db);
+	kv_db_stats(db, &st);
+	CHECK(st.flushes == 0, "switch: and is not flushed again (%" PRIu64 " flushes)",
+	      st.flushes);
+	check_shadow(db, "switch, after the stale state");
+	kv_close(db);
+	db = open_kept(dir);
+	kv_db_keep_info(db, &ki);
+	CHECK(ki.mt_warm && !ki.imm_recovered && !ki.imm_flushed,
+	      "switch: a reopen finds no half left to flush");
 	check_shadow(db, "switch, after a reopen");
 	kv_close(db);
 	cass_rm_dir(dir);
