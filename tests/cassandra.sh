@@ -9,7 +9,11 @@
 #   3. bad input: missing data dir, data dir not on tmpfs, full tmpfs size=
 #      (clean error, no half-written table, nothing acknowledged lost);
 #   4. the standalone build: `make` in a copy of the directory against an
-#      installed hpregion, found with pkg-config only.
+#      installed hpregion, found with pkg-config only;
+#   5. fast restart (#17 part 2): kill -9 with the row cache and memtables
+#      in kept regions (--keep), restart attaching to them (--check), and
+#      --restart's warm vs cold report: nothing acknowledged lost, the kept
+#      regions used, the warm cache hitting from the first 100 ms.
 # Needs root for its tmpfs mounts (runs in a private mount namespace);
 # exits 77 otherwise.
 #   cassandra.sh BUILD_DIR SOURCE_DIR
@@ -242,6 +246,41 @@ if DESTDIR="$T/root" cmake --install "$BUILD" >"$T/install.log" 2>&1; then
 else
 	bad "cmake --install failed"; tail -n 20 "$T/install.log"
 fi
+
+# ---- 5. fast restart: kept regions after kill -9 ----
+# the crash of section 2 with --keep: the check attaches to the kept row
+# cache and memtables, reconciles them with the log, and loses nothing
+# (with the run's sizes: kept regions of other sizes are not attached)
+crash keep-mid-run 30000 --keep --cache-mb 8 --memtable-mb 2
+grep -q "kept memtables: .* records kept" "$T/keep-mid-run.check" &&
+	ok "--keep: the restart used the kept memtables: $(grep -o 'kept memtables: [0-9]* records kept[^;]*' "$T/keep-mid-run.check" | head -1)" ||
+	bad "--keep: the kept memtables were not used: $(grep -m1 'kept' "$T/keep-mid-run.check" | cut -c1-200)"
+grep -q "kept row cache: attached, warm" "$T/keep-mid-run.check" &&
+	ok "--keep: the restart attached the kept row cache warm" ||
+	bad "--keep: the kept row cache: $(grep -m1 'kept row cache' "$T/keep-mid-run.check" | cut -c1-200)"
+# --restart: prime, warm and cold restarts, a final check of every key
+# (100k records, 190 MiB, against a 48 MiB cache: big enough that a cold
+# cache is still far from warm after 100 ms)
+mnt "$T/m5" huge=always,size=1g
+if "$BIN" --data "$T/m5" --restart --records 100000 --threads 8 --seconds 2 --cache-mb 48 \
+	--memtable-mb 4 --workloads b --repeat 1 >"$T/restart.log" 2>&1; then
+	ok "--restart exits 0"
+else
+	bad "--restart failed (exit $?)"; tail -20 "$T/restart.log"
+fi
+grep -q "^acknowledged writes lost: 0 (" "$T/restart.log" &&
+	ok "--restart: $(grep -o '^acknowledged writes lost.*' "$T/restart.log")" ||
+	bad "--restart: $(grep 'lost' "$T/restart.log" | tail -3)"
+grep -q "^\[warm 1\] kv_open .* row cache warm .* memtables kept" "$T/restart.log" &&
+	grep -q "^\[cold 1\] kv_open .* row cache new" "$T/restart.log" &&
+	ok "--restart: warm attached both kept regions, cold started fresh" ||
+	bad "--restart: $(grep '^\[\(warm\|cold\) 1\] kv_open' "$T/restart.log" | cut -c1-200)"
+# the hit rate of the first 100 ms (the summary's third column): warm > cold
+hw=$(awk '$1 == "warm" && $2 == "1" {print int($4)}' "$T/restart.log")
+hc=$(awk '$1 == "cold" && $2 == "1" {print int($4)}' "$T/restart.log")
+[ -n "$hw" ] && [ -n "$hc" ] && [ "$hw" -gt "$hc" ] &&
+	ok "--restart: cache hit rate in the first 100 ms, warm $hw % > cold $hc %" ||
+	bad "--restart: first 100 ms hit rates warm '$hw' cold '$hc'"
 
 echo "$PASS passed, $FAIL failed"
 [ $FAIL = 0 ]

@@ -13,7 +13,12 @@
 #   HPR_TMPFS   a tmpfs huge=always dir ("" when not root); this script
 #               mounts its own pair of tmpfs anyway when it is root
 #   CASS_ARGS   extra driver options, e.g. "--records 400000 --seconds 30"
-# Usage: run.sh [--bench]
+# Usage: run.sh [--bench | --restart]
+#   --restart: the fast-restart demo (~1-2 minutes, root only): the store is
+#   killed with -9 mid-run and started again on the same data, warm (row
+#   cache and memtables in kept regions, attached) and cold (fresh regions),
+#   three times each; ops/s per 100 ms and per second after each restart,
+#   the time to 90 % of steady ops/s, and acknowledged writes lost (0).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -41,6 +46,12 @@ if [ "${1:-}" = --bench ]; then
 		--repeat 3 --status 5 --cache-mb 512 --memtable-mb 64 --dist zipfian)
 fi
 ARGS+=(--json "$BUILD/cassandra-like.json")
+# --restart: 200k records (381 MiB of data), a 256 MiB row cache, 2 x 32 MiB
+# memtables, workload B (95 % read); 5 s after each restart
+if [ "${1:-}" = --restart ]; then
+	ARGS=(--restart --records 200000 --fieldlen 100 --threads 20 --workloads b --seconds 5
+		--repeat 3 --status 0 --cache-mb 256 --memtable-mb 32 --dist zipfian)
+fi
 
 # hpregion's root test suites change THP modes under an exclusive lock
 # (tests/lib.sh): share it, so none does mid-run on a machine that runs
@@ -50,6 +61,20 @@ ARGS+=(--json "$BUILD/cassandra-like.json")
 hpr_lock_system -s
 
 WORK=$(mktemp -d /tmp/cassandra-like.XXXXXX)
+if [ "${1:-}" = --restart ]; then
+	# kept regions are files on a tmpfs huge= mount, which needs root
+	if [ "$(id -u)" != 0 ]; then
+		rm -rf "$WORK"
+		echo "cassandra-like --restart: needs root to mount a tmpfs huge=always for the kept regions"
+		exit 77
+	fi
+	mkdir "$WORK/huge"
+	mount -t tmpfs -o huge=always,size=2g none "$WORK/huge"
+	trap 'umount "$WORK/huge" 2>/dev/null; rm -rf "$WORK"' EXIT
+	echo "cassandra-like: restart after kill -9, data and kept regions on tmpfs huge=always ($WORK/huge)"
+	"$BIN" --data "$WORK/huge" "${ARGS[@]}" ${CASS_ARGS:-}
+	exit
+fi
 if [ "$(id -u)" = 0 ]; then
 	mkdir "$WORK/huge" "$WORK/base"
 	mount -t tmpfs -o huge=always,size=6g none "$WORK/huge"

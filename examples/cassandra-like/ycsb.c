@@ -150,7 +150,7 @@ struct client {
 	int id;
 	struct variant *v;
 	bool load;
-	uint64_t lo, hi; /* load: index range */
+	uint64_t lo, hi;  /* load: index range */
 	double read_prop; /* the rest are updates, or (rmw) read-modify-writes */
 	bool rmw;
 	uint64_t rng;
@@ -304,8 +304,8 @@ static void *client_main(void *arg)
 
 /* ---- a phase: start clients, print progress, join ---- */
 
-static void progress_line(struct variant *v, struct client *cl, double secs,
-			  uint64_t *last_ops, double dt)
+static void progress_line(struct variant *v, struct client *cl, double secs, uint64_t *last_ops,
+			  double dt)
 {
 	uint64_t cnt[NOPS] = { 0 }, sum[NOPS] = { 0 }, tot;
 	struct kv_stats st;
@@ -321,36 +321,29 @@ static void progress_line(struct variant *v, struct client *cl, double secs,
 	if (st.prefault_total && st.prefault_done < st.prefault_total)
 		snprintf(pf, sizeof(pf), " [cache prefault %zu%% of %zu MiB]",
 			 st.prefault_done * 100 / st.prefault_total, st.prefault_total >> 20);
-	printf("[%s] %.0f sec: %" PRIu64 " operations; %.1f current ops/sec;", v->name, secs,
-	       tot, (double)(tot - *last_ops) / dt);
+	printf("[%s] %.0f sec: %" PRIu64 " operations; %.1f current ops/sec;", v->name, secs, tot,
+	       (double)(tot - *last_ops) / dt);
 	for (int o = 0; o < NOPS; o++)
 		if (cnt[o])
 			printf(" [%s: Count=%" PRIu64 ", Avg=%.1f us]", op_name[o], cnt[o],
 			       (double)sum[o] / (double)cnt[o] / 1000.0);
-	printf(" [tables=%" PRIu64 " flushes=%" PRIu64 " compactions=%" PRIu64 "]%s\n",
-	       st.tables, st.flushes, st.compactions, pf);
+	printf(" [tables=%" PRIu64 " flushes=%" PRIu64 " compactions=%" PRIu64 "]%s\n", st.tables,
+	       st.flushes, st.compactions, pf);
 	fflush(stdout);
 	*last_ops = tot;
 }
 
-static int phase(struct variant *v, char workload, struct run_result *res)
+/* Start opt.threads clients of workload ('L': the load) on v; t0 seeds
+ * their generators. NULL: out of memory. */
+struct client *clients_start(struct variant *v, char workload, uint64_t t0)
 {
 	struct client *cl = calloc(opt.threads, sizeof(*cl));
 	bool load = workload == 'L';
-	uint64_t t0, last = 0, tick, end_ns, last_ops = 0;
-	int err = 0;
 
 	if (!cl)
-		return -ENOMEM;
+		return NULL;
 	atomic_store(&stop_run, false);
 	atomic_store(&ops_left, opt.ops ? (int64_t)opt.ops : INT64_MAX);
-	memset(res, 0, sizeof(*res));
-	res->workload = workload;
-	res->variant = v->name;
-	kv_db_stats(v->db, &res->st0);
-	res->minflt = minor_faults();
-	t0 = kv_now_ns();
-	end_ns = opt.ops || load ? UINT64_MAX : t0 + (uint64_t)(opt.seconds * 1e9);
 	for (unsigned t = 0; t < opt.threads; t++) {
 		struct client *c = &cl[t];
 
@@ -373,6 +366,54 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 			atomic_store(&stop_run, true);
 		}
 	}
+	return cl;
+}
+
+/* operations the clients have done so far (an RMW is one) */
+uint64_t clients_ops(struct client *cl)
+{
+	uint64_t n = 0;
+
+	for (unsigned t = 0; t < opt.threads; t++)
+		n += atomic_load_explicit(&cl[t].count[OP_READ], memory_order_relaxed) +
+		     atomic_load_explicit(&cl[t].count[OP_UPDATE], memory_order_relaxed) -
+		     atomic_load_explicit(&cl[t].count[OP_RMW], memory_order_relaxed);
+	return n;
+}
+
+/* stop the clients and free them: the first client's error, or 0 */
+int clients_stop(struct client *cl)
+{
+	int err = 0;
+
+	atomic_store(&stop_run, true);
+	for (unsigned t = 0; t < opt.threads; t++) {
+		if (!cl[t].joined)
+			pthread_join(cl[t].thr, NULL);
+		if (cl[t].err && !err)
+			err = cl[t].err;
+	}
+	free(cl);
+	return err;
+}
+
+int phase(struct variant *v, char workload, struct run_result *res)
+{
+	struct client *cl;
+	bool load = workload == 'L';
+	uint64_t t0, last = 0, tick, end_ns, last_ops = 0;
+	int err = 0;
+
+	memset(res, 0, sizeof(*res));
+	res->workload = workload;
+	res->variant = v->name;
+	kv_db_stats(v->db, &res->st0);
+	res->minflt = minor_faults();
+	t0 = kv_now_ns();
+	end_ns = opt.ops || load ? UINT64_MAX : t0 + (uint64_t)(opt.seconds * 1e9);
+	cl = clients_start(v, workload, t0);
+	if (!cl)
+		return -ENOMEM;
 	/* the main thread reports progress until the clients are done */
 	tick = t0;
 	for (;;) {
@@ -417,10 +458,37 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 	return err;
 }
 
-
 /* ---- open a variant ---- */
 
-static int open_variant(struct variant *v, bool huge)
+/* what --keep found: kept regions attached and checked, or why not */
+void print_keep_info(struct variant *v)
+{
+	struct kv_keep_info ki;
+
+	kv_db_keep_info(v->db, &ki);
+	printf("[%s] kept row cache: %s", v->name,
+	       ki.cache_warm	 ? "attached, warm" :
+	       ki.cache_attached ? "attached, not usable: started cold" :
+				   "new");
+	if (ki.cache_warm)
+		printf(" (%" PRIu64 " rows; %" PRIu64 " index slots outside live frames cleared)",
+		       ki.cache_rows, ki.cache_dropped);
+	else if (ki.cache_why[0])
+		printf(" (%s)", ki.cache_why);
+	printf("; kept memtables: %s", ki.mt_warm     ? "attached, checked against the log" :
+				       ki.mt_attached ? "attached, not usable: replayed the log" :
+							"new");
+	if (ki.mt_warm)
+		printf(" (%" PRIu64 " records kept, %" PRIu64 " not in the log discarded, %" PRIu64
+		       " replayed from the log%s)",
+		       ki.mt_kept, ki.mt_discarded, ki.mt_replayed,
+		       ki.imm_recovered ? ", an immutable memtable to flush" : "");
+	else if (ki.mt_why[0])
+		printf(" (%s)", ki.mt_why);
+	printf("\n");
+}
+
+int open_variant(struct variant *v, bool huge)
 {
 	struct kv_opts o = { 0 };
 	int rc;
@@ -429,6 +497,12 @@ static int open_variant(struct variant *v, bool huge)
 	o.region_dir = opt.region_dir;
 	o.cache_backing = huge ? opt.cache_b : KV_MEM_BASE;
 	o.memtable_backing = huge ? opt.mt_b : KV_MEM_BASE;
+	/* --keep: the huge run's row cache and memtables in kept regions,
+	 * which are shmem files in the region dir */
+	o.keep = opt.keep && huge;
+	if (o.keep)
+		o.cache_backing = o.memtable_backing = KV_MEM_SHMEM;
+	o.quiet = opt.restart; /* --restart prints its own report */
 	o.cache_bytes = opt.cache_mb << 20;
 	o.memtable_bytes = opt.memtable_mb << 20;
 	o.row_hint = value_len();
@@ -445,11 +519,15 @@ static int open_variant(struct variant *v, bool huge)
 	}
 	rc = kv_open(&o, &v->db);
 	if (rc) {
-		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n",
-			v->name, kv_errmsg(rc));
+		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n", v->name,
+			kv_errmsg(rc));
 		return rc;
 	}
 	snprintf(v->mount, sizeof(v->mount), "%s", kv_db_mount(v->db));
+	if (o.keep && !opt.restart)
+		print_keep_info(v);
+	if (opt.restart)
+		return 0;
 	{
 		/* the cache prefault runs in the background; we serve already */
 		struct kv_stats st;
@@ -461,11 +539,40 @@ static int open_variant(struct variant *v, bool huge)
 			       v->name, st.prefault_done * 100 / st.prefault_total,
 			       st.prefault_total >> 20);
 	}
-	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n",
-	       v->name, v->dir, v->mount, opt.memtable_mb,
-	       kv_backing_name(o.memtable_backing), opt.cache_mb,
+	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n", v->name,
+	       v->dir, v->mount, opt.memtable_mb, kv_backing_name(o.memtable_backing), opt.cache_mb,
 	       kv_backing_name(o.cache_backing));
 	return 0;
+}
+
+/* Read every key acknowledged in snap (highest seq per key) without
+ * filling the row cache: each must be an intact value at least as new.
+ * Returns how many were not; *keys: how many were read. */
+uint64_t check_acked(struct variant *v, const uint64_t *snap, uint64_t *keys)
+{
+	uint8_t *buf = malloc(value_len());
+	uint64_t lost = 0;
+
+	*keys = 0;
+	for (uint64_t k = 0; k < opt.records && buf; k++) {
+		uint64_t seq = 0;
+		uint32_t len = 0, crc;
+		int rc;
+
+		if (!snap[k])
+			continue;
+		(*keys)++;
+		rc = kv_get_nofill(v->db, k, buf, value_len(), &len, &seq);
+		if (rc || check_value(buf, len, k, &crc) || seq < snap[k]) {
+			if (lost++ < 10)
+				fprintf(stderr,
+					"LOST: key %" PRIu64 " acknowledged at seq %" PRIu64
+					", read %s seq %" PRIu64 "\n",
+					k, snap[k], rc ? kv_errmsg(rc) : "ok", seq);
+		}
+	}
+	free(buf);
+	return lost;
 }
 
 /* Read every key and check it against the shadow model. */
@@ -534,8 +641,8 @@ static int check_acklog(struct variant *v, const char *path)
 			newer++;
 		}
 	}
-	printf("acklog check: %" PRIu64 " acknowledged writes logged, %" PRIu64
-	       " lost; %" PRIu64 " keys hold a newer durable write; tables: %" PRIu64
+	printf("acklog check: %" PRIu64 " acknowledged writes logged, %" PRIu64 " lost; %" PRIu64
+	       " keys hold a newer durable write; tables: %" PRIu64
 	       " records, all checksums good\n",
 	       lines, lost, newer, tables_recs);
 	free(mseq);
@@ -573,6 +680,12 @@ static void usage(void)
 		"  --no-load           use the data already in --data\n"
 		"  --allow-disk        allow a data dir that is not on tmpfs (warns)\n"
 		"  --json FILE         write every result (headline rows + summary) to FILE\n"
+		"  --keep              row cache and memtables in kept regions (files in the\n"
+		"                      region dir): the next open attaches to them, checked\n"
+		"  --restart           kill -9 the store mid-run and start it again on the same\n"
+		"                      data: warm (--keep's regions attached) vs cold (fresh\n"
+		"                      regions), ops/s per 100 ms, time to 90 %% of steady,\n"
+		"                      acknowledged writes lost (README: Fast restart)\n"
 		"       cassandra-like bench [--quick] [--json FILE] [options]\n"
 		"  the benchmark: as root, mounts its own tmpfs huge=always and huge=never\n"
 		"  (--quick: small sizes for CI)\n");
@@ -595,7 +708,6 @@ static enum kv_backing parse_backing(const char *s)
 	fprintf(stderr, "cassandra-like: unknown backend '%s' (shmem, memfd, thp)\n", s);
 	exit(2);
 }
-
 
 /*
  * `cassandra-like bench`: the benchmark as bench/run runs it. As root it
@@ -663,19 +775,34 @@ static void bench_unmount(void)
 /* ---- main, in steps ---- */
 
 static const struct option long_opts[] = {
-	{ "data", 1, 0, 'd' },	      { "base-data", 1, 0, 'D' },
-	{ "pages", 1, 0, 'P' },	      { "region-dir", 1, 0, 'R' },
-	{ "cache-backend", 1, 0, 'C' }, { "memtable-backend", 1, 0, 'M' },
-	{ "records", 1, 0, 'n' },     { "fieldlen", 1, 0, 'f' },
-	{ "threads", 1, 0, 't' },     { "workloads", 1, 0, 'w' },
-	{ "seconds", 1, 0, 's' },     { "ops", 1, 0, 'o' },
-	{ "dist", 1, 0, 'z' },	      { "repeat", 1, 0, 'r' },
-	{ "status", 1, 0, 'i' },      { "cache-mb", 1, 0, 'c' },
-	{ "memtable-mb", 1, 0, 'm' }, { "verify", 0, 0, 'V' },
-	{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
-	{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
-	{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
-	{ "log-dir", 1, 0, 'L' },     { "help", 0, 0, 'h' },
+	{ "data", 1, 0, 'd' },
+	{ "base-data", 1, 0, 'D' },
+	{ "pages", 1, 0, 'P' },
+	{ "region-dir", 1, 0, 'R' },
+	{ "cache-backend", 1, 0, 'C' },
+	{ "memtable-backend", 1, 0, 'M' },
+	{ "records", 1, 0, 'n' },
+	{ "fieldlen", 1, 0, 'f' },
+	{ "threads", 1, 0, 't' },
+	{ "workloads", 1, 0, 'w' },
+	{ "seconds", 1, 0, 's' },
+	{ "ops", 1, 0, 'o' },
+	{ "dist", 1, 0, 'z' },
+	{ "repeat", 1, 0, 'r' },
+	{ "status", 1, 0, 'i' },
+	{ "cache-mb", 1, 0, 'c' },
+	{ "memtable-mb", 1, 0, 'm' },
+	{ "verify", 0, 0, 'V' },
+	{ "acklog", 1, 0, 'a' },
+	{ "check", 1, 0, 'k' },
+	{ "no-load", 0, 0, 'N' },
+	{ "allow-disk", 0, 0, 'A' },
+	{ "json", 1, 0, 'j' },
+	{ "quick", 0, 0, 'q' },
+	{ "log-dir", 1, 0, 'L' },
+	{ "help", 0, 0, 'h' },
+	{ "keep", 0, 0, 'K' },
+	{ "restart", 0, 0, 'S' },
 	{ 0, 0, 0, 0 },
 };
 
@@ -738,18 +865,41 @@ static void parse_options(int argc, char **argv, struct driver *d)
 
 	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': opt.data = optarg; break;
-		case 'D': opt.base_data = optarg; break;
-		case 'P': d->pages = optarg; break;
-		case 'R': opt.region_dir = optarg; break;
-		case 'L': opt.log_dir = optarg; break;
-		case 'C': opt.cache_b = parse_backing(optarg); opt.cache_b_set = true; break;
-		case 'M': opt.mt_b = parse_backing(optarg); break;
-		case 'n': opt.records = num_opt("records", optarg, 1, UINT32_MAX); break;
+		case 'd':
+			opt.data = optarg;
+			break;
+		case 'D':
+			opt.base_data = optarg;
+			break;
+		case 'P':
+			d->pages = optarg;
+			break;
+		case 'R':
+			opt.region_dir = optarg;
+			break;
+		case 'L':
+			opt.log_dir = optarg;
+			break;
+		case 'C':
+			opt.cache_b = parse_backing(optarg);
+			opt.cache_b_set = true;
+			break;
+		case 'M':
+			opt.mt_b = parse_backing(optarg);
+			break;
+		case 'n':
+			opt.records = num_opt("records", optarg, 1, UINT32_MAX);
+			break;
 		/* 20 fields: a value of 40 B to 64 KiB */
-		case 'f': opt.fieldlen = (unsigned)num_opt("fieldlen", optarg, 2, 3276); break;
-		case 't': opt.threads = (unsigned)num_opt("threads", optarg, 1, MAX_THREADS); break;
-		case 'w': snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg); break;
+		case 'f':
+			opt.fieldlen = (unsigned)num_opt("fieldlen", optarg, 2, 3276);
+			break;
+		case 't':
+			opt.threads = (unsigned)num_opt("threads", optarg, 1, MAX_THREADS);
+			break;
+		case 'w':
+			snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg);
+			break;
 		case 's':
 			opt.seconds = strtod(optarg, &end);
 			if (*end || !(opt.seconds > 0 && opt.seconds <= 86400)) {
@@ -760,7 +910,9 @@ static void parse_options(int argc, char **argv, struct driver *d)
 				exit(2);
 			}
 			break;
-		case 'o': opt.ops = num_opt("ops", optarg, 0, INT64_MAX); break;
+		case 'o':
+			opt.ops = num_opt("ops", optarg, 0, INT64_MAX);
+			break;
 		case 'z':
 			if (!ycsb_dist_from_name(optarg, &opt.dist)) {
 				fprintf(stderr,
@@ -770,18 +922,46 @@ static void parse_options(int argc, char **argv, struct driver *d)
 				exit(2);
 			}
 			break;
-		case 'r': opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS); break;
-		case 'i': opt.status = (unsigned)num_opt("status", optarg, 0, 86400); break;
-		case 'c': opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20); break;
-		case 'm': opt.memtable_mb = num_opt("memtable-mb", optarg, 1, 1 << 16); break;
-		case 'V': opt.verify = true; break;
-		case 'a': opt.acklog = optarg; break;
-		case 'k': opt.check = optarg; break;
-		case 'N': opt.no_load = true; break;
-		case 'A': opt.allow_disk = true; break;
-		case 'j': opt.json = optarg; break;
-		case 'q': break; /* bench: handled by bench_defaults */
-		default: usage();
+		case 'r':
+			opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS);
+			break;
+		case 'i':
+			opt.status = (unsigned)num_opt("status", optarg, 0, 86400);
+			break;
+		case 'c':
+			opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20);
+			break;
+		case 'm':
+			opt.memtable_mb = num_opt("memtable-mb", optarg, 1, 1 << 16);
+			break;
+		case 'V':
+			opt.verify = true;
+			break;
+		case 'a':
+			opt.acklog = optarg;
+			break;
+		case 'k':
+			opt.check = optarg;
+			break;
+		case 'N':
+			opt.no_load = true;
+			break;
+		case 'A':
+			opt.allow_disk = true;
+			break;
+		case 'j':
+			opt.json = optarg;
+			break;
+		case 'q':
+			break; /* bench: handled by bench_defaults */
+		case 'K':
+			opt.keep = true;
+			break;
+		case 'S':
+			opt.restart = opt.keep = true;
+			break;
+		default:
+			usage();
 		}
 	}
 }
@@ -935,12 +1115,22 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ycsb_gen_init(&keygen, opt.dist, opt.records);
 
+	if (opt.restart) {
+		if (opt.base_data || d.pages) {
+			fprintf(stderr, "cassandra-like: --restart runs huge pages only: no "
+					"--base-data or --pages\n");
+			return 2;
+		}
+		rc = run_restart(d.wls[0]);
+		bench_unmount();
+		return rc;
+	}
 	rc = open_variants(&d);
 	if (!rc && opt.check) {
 		rc = check_acklog(&d.vs[0], opt.check);
 	} else if (!rc && opt.acklog &&
-		   (acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-				     0644)) < 0) {
+		   (acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) <
+			   0) {
 		fprintf(stderr, "cassandra-like: %s: %s\n", opt.acklog, strerror(errno));
 		rc = 2;
 	} else if (!rc) {

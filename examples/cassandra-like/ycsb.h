@@ -30,6 +30,7 @@ struct ycsb_opts {
 	char workloads[32];
 	enum ycsb_dist dist;
 	bool verify, no_load, allow_disk, huge, base;
+	bool keep, restart; /* --keep, --restart (ycsb_restart.c) */
 	size_t cache_mb, memtable_mb;
 };
 extern struct ycsb_opts opt;
@@ -71,6 +72,19 @@ struct run_result {
 extern struct run_result results[MAX_RUNS];
 extern int nresults;
 extern _Atomic uint64_t verify_reads, verify_errors;
+
+/* the driver's pieces that --restart (ycsb_restart.c) uses */
+struct client;
+struct client *clients_start(struct variant *v, char workload, uint64_t t0);
+uint64_t clients_ops(struct client *cl);
+int clients_stop(struct client *cl);
+int open_variant(struct variant *v, bool huge);
+/* a run of workload ('L': the load) on v, until --seconds or --ops */
+int phase(struct variant *v, char workload, struct run_result *res);
+void print_keep_info(struct variant *v);
+uint64_t check_acked(struct variant *v, const uint64_t *snap, uint64_t *keys);
+/* --restart: the whole run; the exit code */
+int run_restart(char workload);
 
 const char *wl_name(char w);
 /* the per-run table: its header, then one row per run as it ends */
