@@ -277,6 +277,22 @@ static int open_snapshot_file(const char *prefix, const char *ext, char *path, s
 	return fd < 0 ? -errno : fd;
 }
 
+/* The vCPU's whole state, with the RAM's shape, for a .vcpu file. */
+static int vcpu_state(struct guest *gu, struct kl_vcpu_state *st)
+{
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if ((rc = kl_vcpu_save(&gu->v, st))) {
+		fprintf(stderr, "kvm-lite: saving the vCPU: %s\n", strerror(-rc));
+		return rc;
+	}
+	st->ram = gu->l->ram;
+	st->guest_page = (uint32_t)gu->l->guest_page;
+	st->flags = gu->flags;
+	return 0;
+}
+
 /* Save RAM and vCPU to the two files. */
 static int save_vm(struct guest *gu, int rfd, int vfd)
 {
@@ -284,14 +300,8 @@ static int save_vm(struct guest *gu, int rfd, int vfd)
 	double t;
 	int rc;
 
-	memset(&st, 0, sizeof(st));
-	if ((rc = kl_vcpu_save(&gu->v, &st))) {
-		fprintf(stderr, "kvm-lite: saving the vCPU: %s\n", strerror(-rc));
+	if ((rc = vcpu_state(gu, &st)))
 		return rc;
-	}
-	st.ram = gu->l->ram;
-	st.guest_page = (uint32_t)gu->l->guest_page;
-	st.flags = gu->flags;
 	t = now_ms();
 	rc = kl_ram_save(gu->ram, rfd);
 	gu->res->save_ms = now_ms() - t;
@@ -374,14 +384,8 @@ static int keep_checkpoint(struct guest *gu)
 	struct kl_vcpu_state st;
 	int rc;
 
-	memset(&st, 0, sizeof(st));
-	if ((rc = kl_vcpu_save(&gu->v, &st))) {
-		fprintf(stderr, "kvm-lite: saving the vCPU: %s\n", strerror(-rc));
+	if ((rc = vcpu_state(gu, &st)))
 		return rc;
-	}
-	st.ram = gu->l->ram;
-	st.guest_page = (uint32_t)gu->l->guest_page;
-	st.flags = gu->flags;
 	if ((rc = kl_keep_stop(gu->o, gu->ram, &st, gu->before_snap)))
 		return rc;
 	if (gu->o->pause_s >= 0) {
