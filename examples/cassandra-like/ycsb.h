@@ -9,11 +9,9 @@
 
 #include "engine.h"
 #include "generator.h"
+#include "row.h"
 
 #include <stdio.h>
-
-#define NFIELDS 20
-#define HDR 24 /* key, nonce, crc + pad at the head of field 0 */
 
 /* OP_RMW (workload F): a read, then an update of the same key; its read
  * and update are also counted under OP_READ and OP_UPDATE, as YCSB does */
@@ -25,8 +23,12 @@ struct ycsb_opts {
 	enum kv_backing cache_b, mt_b;
 	bool cache_b_set;
 	uint64_t records, ops;
-	unsigned fieldlen, threads, repeat, status;
+	struct row_fmt row; /* --fieldcount (10), --fieldlen (100): YCSB's defaults */
+	bool writeall;	    /* --writeallfields: updates write every field */
+	unsigned threads, repeat, status;
 	double seconds;
+	double target; /* --target OPS: ops/s over all threads; 0: as fast as possible */
+	double warmup; /* --warmup S: seconds of each run not measured */
 	char workloads[32];
 	enum ycsb_dist dist;
 	bool verify, no_load, allow_disk, huge, base;
@@ -35,8 +37,13 @@ struct ycsb_opts {
 };
 extern struct ycsb_opts opt;
 
-/* latency histogram: log-linear buckets, ~3 % precision */
-#define HB 2048
+/* Latency histogram, HdrHistogram's layout at 3 significant digits: ns
+ * exact below 2048, then 1024 buckets per power of two (a bucket is at most
+ * 1/1024 = 0.1 % of its values wide) up to 2^41 ns (36 min); longer ones
+ * count in the top bucket, and max is exact. Percentiles report the
+ * bucket's top, as HdrHistogram's highestEquivalentValue does. */
+#define HSUB 1024
+#define HB (32 * HSUB)
 struct hist {
 	uint64_t b[HB];
 	uint64_t n, sum, max;
@@ -57,9 +64,11 @@ struct variant {
 struct run_result {
 	char workload;
 	const char *variant;
-	uint64_t ops;
-	double secs, ops_s;
-	struct hist h[NOPS];
+	uint64_t ops, warm_ops; /* measured; done in the warm-up, not measured */
+	double secs, ops_s;	/* secs: from the start (after the warm-up) to the
+				 * end of the last measured operation */
+	struct hist h[NOPS];	/* service time: the operation's own start to end */
+	struct hist ih[NOPS];	/* --target: from its intended start to its end */
 	size_t res[3], huge[3];
 	struct kv_stats st0, st1;
 	uint64_t minflt; /* page faults the process took during the run */
