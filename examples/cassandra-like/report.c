@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The driver's reports: the latency histogram, one table row per run, the
+ * The driver's reports: one table row per run, the
  * side-by-side summary (huge vs base pages, ratio as the median of the
  * interleaved pairs) and the JSON file (--json) for scripts and bench/run.
  */
@@ -12,73 +12,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- latency histogram: HdrHistogram's layout, 3 significant digits ---- */
-
-/* values below 2 * HSUB exact; then HSUB buckets per power of two */
-static unsigned hidx(uint64_t v)
-{
-	unsigned msb, shift;
-
-	if (v < 2 * HSUB)
-		return (unsigned)v;
-	msb = 63u - (unsigned)__builtin_clzll(v);
-	shift = msb - 10; /* 2^10 = HSUB: v >> shift in [HSUB, 2 * HSUB) */
-	return shift * HSUB + (unsigned)(v >> shift);
-}
-
-/* the lowest value of bucket i */
-static uint64_t hval(unsigned i)
-{
-	unsigned shift;
-
-	if (i < 2 * HSUB)
-		return i;
-	shift = i / HSUB - 1;
-	return (uint64_t)(i % HSUB + HSUB) << shift;
-}
-
-void hist_add(struct hist *h, uint64_t ns)
-{
-	unsigned i = hidx(ns);
-
-	h->b[i < HB ? i : HB - 1]++;
-	h->n++;
-	h->sum += ns;
-	if (ns > h->max)
-		h->max = ns;
-}
-
-void hist_merge(struct hist *d, const struct hist *s)
-{
-	if (!s->n)
-		return;
-	for (int i = 0; i < HB; i++)
-		if (s->b[i]) /* leaves the untouched pages of d untouched */
-			d->b[i] += s->b[i];
-	d->n += s->n;
-	d->sum += s->sum;
-	if (s->max > d->max)
-		d->max = s->max;
-}
-
-double hist_pct_us(const struct hist *h, double p)
-{
-	uint64_t want = (uint64_t)ceil(p * (double)h->n), seen = 0;
-
-	if (!h->n)
-		return 0;
-	for (int i = 0; i < HB; i++) {
-		seen += h->b[i];
-		if (seen >= want && h->b[i])
-			/* the bucket's top (never above the largest value seen) */
-			return (double)(hval((unsigned)i + 1) - 1 < h->max ?
-						hval((unsigned)i + 1) - 1 :
-						h->max) /
-			       1000.0;
-	}
-	return (double)h->max / 1000.0;
-}
 
 static double pct(size_t part, size_t whole)
 {

@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "generator.h"
+#include "hist.h"
 #include "row.h"
 
 #include <stdio.h>
@@ -36,21 +37,6 @@ struct ycsb_opts {
 	size_t cache_mb, memtable_mb;
 };
 extern struct ycsb_opts opt;
-
-/* Latency histogram, HdrHistogram's layout at 3 significant digits: ns
- * exact below 2048, then 1024 buckets per power of two (a bucket is at most
- * 1/1024 = 0.1 % of its values wide) up to 2^41 ns (36 min); longer ones
- * count in the top bucket, and max is exact. Percentiles report the
- * bucket's top, as HdrHistogram's highestEquivalentValue does. */
-#define HSUB 1024
-#define HB (32 * HSUB)
-struct hist {
-	uint64_t b[HB];
-	uint64_t n, sum, max;
-};
-void hist_add(struct hist *h, uint64_t ns);
-void hist_merge(struct hist *d, const struct hist *s);
-double hist_pct_us(const struct hist *h, double p);
 
 struct variant {
 	const char *name; /* "huge" | "base" */
