@@ -377,8 +377,9 @@ struct client *clients_start(struct variant *v, char workload, uint64_t t0)
 	struct client *cl = calloc(opt.threads, sizeof(*cl));
 	bool load = workload == 'L';
 	uint64_t start = kv_now_ns();
-	/* the load is not warmed up; --seconds is measured time, after it */
-	uint64_t from = load ? start : start + (uint64_t)(opt.warmup * 1e9);
+	/* the load is not warmed up, nor --restart's windows (they measure the
+	 * recovery itself); --seconds is measured time, after the warm-up */
+	uint64_t from = load || opt.restart ? start : start + (uint64_t)(opt.warmup * 1e9);
 	uint64_t end = load || opt.ops || opt.restart ? UINT64_MAX :
 							from + (uint64_t)(opt.seconds * 1e9);
 
