@@ -34,22 +34,22 @@ if [ "$(id -u)" = 0 ] && [ -z "${HPR_IN_NS:-}" ] && [ -z "${CASS_IN_NS:-}" ]; th
 	exec unshare -m --propagation private env CASS_IN_NS=1 "$0" "$@"
 fi
 
-# Demo: the data (100k records x 20 fields x 100 B = 190 MiB, plus the
+# Demo: the data (200k records x 10 fields x 100 B = 190 MiB, plus the
 # tables' copies during compaction) is ~25x the 4 KiB-page TLB reach of a
 # 2048-entry STLB (8 MiB) and well inside its 2 MiB-page reach (4 GiB).
-ARGS=(--records 100000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 8
+ARGS=(--records 200000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 8
 	--status 0 --cache-mb 128 --memtable-mb 32 --dist zipfian)
 # --bench: the benchmark (~7 minutes): 760 MiB of data, a 512 MiB row
 # cache, each workload three times per page size, interleaved.
 if [ "${1:-}" = --bench ]; then
-	ARGS=(--records 400000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 15
+	ARGS=(--records 800000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 15
 		--repeat 3 --status 5 --cache-mb 512 --memtable-mb 64 --dist zipfian)
 fi
 ARGS+=(--json "$BUILD/cassandra-like.json")
-# --restart: 200k records (381 MiB of data), a 256 MiB row cache, 2 x 32 MiB
+# --restart: 400k records (381 MiB of data), a 256 MiB row cache, 2 x 32 MiB
 # memtables, workload B (95 % read); 5 s after each restart
 if [ "${1:-}" = --restart ]; then
-	ARGS=(--restart --records 200000 --fieldlen 100 --threads 20 --workloads b --seconds 5
+	ARGS=(--restart --records 400000 --fieldlen 100 --threads 20 --workloads b --seconds 5
 		--repeat 3 --status 0 --cache-mb 256 --memtable-mb 32 --dist zipfian)
 fi
 

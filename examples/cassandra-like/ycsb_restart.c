@@ -401,7 +401,7 @@ int run_restart(char workload)
 	printf("cassandra-like --restart: %" PRIu64 " records x %d fields x %u B, %u threads, %s "
 	       "keys, workload %s, row cache %zu MiB, memtable 2 x %zu MiB, kept in %s; %.0f s "
 	       "after each restart, %u x warm and cold\n",
-	       opt.records, NFIELDS, opt.fieldlen, opt.threads, ycsb_dist_name(opt.dist),
+	       opt.records, opt.row.fields, opt.row.fieldlen, opt.threads, ycsb_dist_name(opt.dist),
 	       wl_name(workload), opt.cache_mb, opt.memtable_mb,
 	       opt.region_dir ? opt.region_dir : opt.data, opt.seconds, opt.repeat);
 	ws[nw++].kind = W_PRIME;
