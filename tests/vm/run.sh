@@ -29,7 +29,16 @@
 # cgroup hierarchy) or passed fewer suites than its minimum.
 #
 #   tests/vm/run.sh [--quick] [--config 1node|2node|1g|all] [--build-dir DIR]
-#                   [--timeout SECONDS] [--suites "test_a test_b"]
+#                   [--timeout SECONDS] [--idle SECONDS] [--suites "test_a test_b"]
+#
+# A guest is stopped, and its configuration fails, when its serial console
+# has printed nothing for --idle seconds (400: a hung guest; the longest
+# silent stretch, one suite's run, is ~60 s on an idle host) or when it has
+# run --timeout seconds in all (1200 with --quick, 3600 without). The guest
+# is emulated (TCG), so its speed follows the host's load: the one-node
+# guest takes ~260 s on an idle host of ours and ~800 s on one whose two
+# CPUs also run two parallel builds; silence, not a total, is what tells a
+# hang from a slow host.
 #
 # --quick: the one-node guest skips the suites listed in tests/vm/slow-suites
 # (stress and long ones; the guest is emulated), the two-node guest runs only
@@ -49,6 +58,7 @@ QUICK=0
 CONFIGS=all
 BUILD=
 TIMEOUT=
+IDLE=400
 SUITES=
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -56,6 +66,7 @@ while [ $# -gt 0 ]; do
 	--config) CONFIGS=$2; shift ;;
 	--build-dir) BUILD=$2; shift ;;
 	--timeout) TIMEOUT=$2; shift ;;
+	--idle) IDLE=$2; shift ;;
 	--suites) SUITES=$2; shift ;;
 	-h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "vm: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -63,7 +74,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ "$CONFIGS" = all ] && CONFIGS="1node 2node 1g"
-[ -n "$TIMEOUT" ] || TIMEOUT=$([ $QUICK = 1 ] && echo 600 || echo 1800)
+[ -n "$TIMEOUT" ] || TIMEOUT=$([ $QUICK = 1 ] && echo 1200 || echo 3600)
 [ -n "$BUILD" ] || BUILD=$ROOT/build-vm
 mkdir -p "$BUILD"
 BUILD=$(cd "$BUILD" && pwd)
@@ -178,8 +189,28 @@ ANON_NAMES=0
 # ---- boot ------------------------------------------------------------------
 # TCG, not KVM: this machine's /dev/kvm (kvm-pvm) crawls through real-mode
 # firmware; TCG boots 6.1 in seconds. -cpu max offers pdpe1gb (1 GiB pages).
+# Stop the guest named $2 once log $1 has not grown for $IDLE seconds
+# (and leave $1.idle saying so).
+watch_idle() { # log marker
+	local size last=-1 quiet=0
+	while sleep 10; do
+		size=$(stat -c %s "$1" 2>/dev/null || echo 0)
+		if [ "$size" = "$last" ]; then
+			quiet=$((quiet + 10))
+		else
+			quiet=0 last=$size
+		fi
+		if [ $quiet -ge "$IDLE" ]; then
+			: >"$1.idle"
+			pkill -TERM -f -- "-name $2 " || true
+			return
+		fi
+	done
+}
+
 run_config() { # config -> 0 pass, 1 fail
 	local cfg=$1 logf=$CACHE/serial-$1.log mem smp numa=() append rc line
+	local marker=hprvm-$1-$$
 	# the shape each configuration promises, checked against VMRESULT
 	local want_nodes=1 want_gib=1 want_cg=v1 min_pass require= cghugetlb=v1
 	# 6 GiB: the suites fault 1 GiB regions, and one 1 GiB hugetlb page is
@@ -219,18 +250,27 @@ run_config() { # config -> 0 pass, 1 fail
 	append="$append hprvm.cghugetlb=$cghugetlb hprvm.require=$require"
 	case ${HPR_TEST_NO_SKIP:-} in '' | 0) ;; *) append="$append hprvm.noskip=1" ;; esac
 	append="$append ${HPR_VM_APPEND:-}" # extra kernel parameters, for experiments
-	log "booting $cfg: 6.1 guest ($KVER), -smp $smp -m ${mem}G${numa:+ with 2 NUMA nodes}, timeout ${TIMEOUT}s"
+	log "booting $cfg: 6.1 guest ($KVER), -smp $smp -m ${mem}G${numa:+ with 2 NUMA nodes}, timeout ${TIMEOUT}s, idle ${IDLE}s"
 	set +e
-	timeout -k 10 "$TIMEOUT" "$QEMU" -accel tcg,thread=multi -cpu max -machine q35 \
-		-smp "$smp" -m "${mem}G" "${numa[@]}" \
+	: >"$logf"
+	rm -f "$logf.idle"
+	watch_idle "$logf" "$marker" &
+	local watcher=$!
+	timeout -k 10 "$TIMEOUT" "$QEMU" -name "$marker" -accel tcg,thread=multi -cpu max \
+		-machine q35 -smp "$smp" -m "${mem}G" "${numa[@]}" \
 		-kernel "$VMLINUZ" -initrd "$INITRD" -append "$append" \
 		-display none -monitor none -serial stdio -no-reboot -nodefaults \
 		</dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$logf"
 	rc=${PIPESTATUS[0]}
+	kill "$watcher" 2>/dev/null
+	wait "$watcher" 2>/dev/null
 	set -e
 	line=$(grep -a '^VMRESULT ' "$logf" | tail -1 || true)
 	if [ -z "$line" ]; then
-		if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		if [ -e "$logf.idle" ]; then
+			log "$cfg: guest printed nothing for ${IDLE}s: hung, stopped" \
+				"(last suite: $(grep -a '^=== ' "$logf" | tail -1 | cut -c5-); serial log: $logf)"
+		elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 			log "$cfg: guest did not finish within ${TIMEOUT}s (serial log: $logf)"
 		else
 			log "$cfg: guest ended (qemu rc=$rc) without a VMRESULT line (serial log: $logf)"
