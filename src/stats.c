@@ -62,6 +62,8 @@ int hpr__stats(hpr_region *r, struct hpr_stats *st)
 	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
 	st->collapsed_pages = atomic_load(&r->collapsed_pages);
 	st->snapshot_io = atomic_load(&r->snapshot_io);
+	st->lazy_load = atomic_load(&r->lazy_load);
+	st->lazy_fallback_err = atomic_load(&r->lazy_fallback_err);
 	st->requested = (int)r->requested;
 	if (r->requested != HPR_BACKEND_AUTO && r->requested != r->backend)
 		st->fallback |= HPR_FALLBACK_BACKEND;

@@ -1,0 +1,966 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lazy snapshot load: hpr_load(r, fd, HPR_SNAP_LAZY, ...), hpr_load_wait,
+ * hpr_load_progress, hpr_load_cancel (docs/snapshot.md, "Lazy load").
+ *
+ * hpr_load checks the snapshot as an eager load does (snapshot.c's
+ * hpr__snap_load_check: header, table, extents, room), registers the
+ * empty region with a userfaultfd and returns. Two library threads and the
+ * region's workers then do the load:
+ *
+ *  - "hpr-uffd" reads the userfaultfd. A fault on a saved page goes on the
+ *    demand queue; a fault on a hole of the snapshot is answered at once
+ *    with zeros (UFFDIO_ZEROPAGE on THP, where no copy is needed; a copy
+ *    from a zero mapping elsewhere, which the kernel requires).
+ *  - "hpr-lazyfill" runs a job over all pages on the region's workers
+ *    (hpr__run). Before each page in file order a worker takes the pages
+ *    on the demand queue: demand first, the fault table's rule.
+ *
+ * Loading a page (load_one) takes it in the fault table (ABSENT ->
+ * FAULTING: exactly once, whoever asks), reads it into a bounce buffer,
+ * verifies its checksum, and only then maps it:
+ *  - hugetlb: MISSING mode, UFFDIO_COPY of the whole huge page;
+ *  - shmem: MISSING and MINOR modes: pwrite() into the page cache through
+ *    the region's fd (a huge folio on a huge= tmpfs), then
+ *    UFFDIO_CONTINUE maps it. UFFDIO_COPY would allocate 4 KiB pages;
+ *  - THP: MISSING mode, UFFDIO_COPY, which maps 4 KiB pages, then
+ *    MADV_COLLAPSE of the page (retried after unregistering if refused).
+ * The ioctls do not wake the threads blocked on the page (DONTWAKE): the
+ * page is published PRESENT and counted first, then UFFDIO_WAKE, so a
+ * woken thread finds the table and hpr_load_progress up to date.
+ *
+ * When every saved page is mapped, hpr-uffd unregisters the region and
+ * collapses what is not PMD-mapped (shmem's UFFDIO_CONTINUE maps PTEs).
+ *
+ * Errors (a bad checksum, a short or unreadable file, no memory) fail the
+ * whole load, as hpr_load_cancel and a fork (in the child) do: the fill
+ * stops, the saved pages not mapped yet become PROT_NONE, and the region
+ * is unregistered, which wakes blocked threads into a SIGSEGV, never into
+ * zeros or unverified data. hpr_load_wait returns the error and empties the
+ * region. (UFFDIO_POISON, Linux 6.6, would give SIGBUS, but only to the
+ * faults answered with it; mprotect covers later touches too and every
+ * kernel has it.)
+ *
+ * Beside the OS layer this file calls poll(2), read(2) on the userfaultfd
+ * and an eventfd directly, as the reclaimer does with its pipe.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct lazy_buf {
+	struct lazy_buf *next;
+	void *p;
+};
+
+struct hpr__lazy {
+	hpr_region *r;
+	int fd;	  /* the caller's snapshot fd, duplicated */
+	int uffd; /* -1 once unregistered */
+	int evfd; /* wakes hpr-uffd: an error, a cancel, the fill's end */
+	bool minor; /* shmem: page cache through fd, UFFDIO_CONTINUE */
+	uint64_t data_off;
+	struct hpr__snap_ent *tab;
+	size_t ndata;
+	_Atomic size_t loaded, demanded; /* pages */
+	_Atomic int err;
+	_Atomic bool fill_done; /* the fill job has ended */
+	_Atomic bool ended;	/* result is final; the region is unregistered */
+	int result;
+	char msg[HPR__ERR_MSG];
+
+	pthread_mutex_t mu; /* queue, buffers, msg */
+	size_t *q, qhead, qn;
+	uint8_t *queued;
+	struct lazy_buf *bufs;
+	void *zero; /* page_size bytes of zeros, read-only */
+
+	pthread_t handler, driver;
+	bool threads;	  /* handler started; joined under wait_mu */
+	bool driver_on;	  /* driver started (joined by the handler) */
+	bool joined, waited, undone;
+	unsigned users;	  /* hpr_load_wait calls inside, under r->lazy_mu */
+	pthread_mutex_t wait_mu;
+	bool child;	  /* a forked child's copy: no threads, cancelled */
+	struct hpr__fork_handle fh;
+};
+
+static int uffd_io(struct hpr__lazy *L, unsigned long req, void *arg)
+{
+	return hpr__os->ioctl(L->uffd, req, arg);
+}
+
+static void kick(struct hpr__lazy *L)
+{
+	uint64_t one = 1;
+
+	if (write(L->evfd, &one, sizeof(one)) < 0) {
+		/* the counter is not zero: hpr-uffd wakes anyway */
+	}
+}
+
+/* The load's first error, with its message; wakes hpr-uffd. */
+__attribute__((format(printf, 3, 4))) static int lazy_fail(struct hpr__lazy *L, int err,
+							 const char *fmt, ...)
+{
+	va_list ap;
+	int zero = 0;
+
+	pthread_mutex_lock(&L->mu);
+	if (atomic_compare_exchange_strong(&L->err, &zero, err)) {
+		va_start(ap, fmt);
+		vsnprintf(L->msg, sizeof(L->msg), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&L->mu);
+	kick(L);
+	return err;
+}
+
+/* The load's error in this thread's words (for hpr__fail's detail). */
+static int lazy_err(struct hpr__lazy *L, int err)
+{
+	char m[HPR__ERR_MSG];
+
+	pthread_mutex_lock(&L->mu);
+	snprintf(m, sizeof(m), "%s", L->msg);
+	pthread_mutex_unlock(&L->mu);
+	return hpr__fail(err, "hpr_load (lazy) of region '%s': %s", L->r->name,
+			 m[0] ? m : "failed");
+}
+
+static void *buf_get(struct hpr__lazy *L)
+{
+	struct lazy_buf *b;
+	void *p = NULL;
+
+	pthread_mutex_lock(&L->mu);
+	b = L->bufs;
+	if (b)
+		L->bufs = b->next;
+	pthread_mutex_unlock(&L->mu);
+	if (b) {
+		p = b->p;
+		free(b);
+		return p;
+	}
+	if (hpr__os->mmap(NULL, L->r->page_size, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p))
+		return NULL;
+	return p;
+}
+
+static void buf_put(struct hpr__lazy *L, void *p)
+{
+	struct lazy_buf *b = malloc(sizeof(*b));
+
+	if (!b) {
+		hpr__os->munmap(p, L->r->page_size);
+		return;
+	}
+	b->p = p;
+	pthread_mutex_lock(&L->mu);
+	b->next = L->bufs;
+	L->bufs = b;
+	pthread_mutex_unlock(&L->mu);
+}
+
+/* ---- the userfaultfd answers ---- */
+
+static void uffd_wake(struct hpr__lazy *L, size_t idx)
+{
+	struct uffdio_range rg = { .start = (uintptr_t)L->r->base + hpr__page_off(L->r, idx),
+				   .len = L->r->page_size };
+
+	if (L->uffd >= 0)
+		uffd_io(L, UFFDIO_WAKE, &rg);
+}
+
+/* Map src over page idx (MISSING mode). -EAGAIN (the mm is changing) and
+ * short copies are retried for the rest. */
+static int uffd_copy(struct hpr__lazy *L, size_t idx, const void *src)
+{
+	struct uffdio_copy c = {
+		.dst = (uintptr_t)L->r->base + hpr__page_off(L->r, idx),
+		.src = (uintptr_t)src,
+		.len = L->r->page_size,
+		.mode = UFFDIO_COPY_MODE_DONTWAKE,
+	};
+
+	for (;;) {
+		int rc = uffd_io(L, UFFDIO_COPY, &c);
+
+		if (!rc)
+			return 0;
+		if (rc != -EAGAIN)
+			return rc;
+		if (c.copy > 0) {
+			c.dst += (uint64_t)c.copy;
+			c.src += (uint64_t)c.copy;
+			c.len -= (uint64_t)c.copy;
+		}
+		c.copy = 0;
+	}
+}
+
+/* Map page idx from the page cache (MINOR mode). */
+static int uffd_continue(struct hpr__lazy *L, size_t idx)
+{
+	struct uffdio_continue c = {
+		.range = { .start = (uintptr_t)L->r->base + hpr__page_off(L->r, idx),
+			   .len = L->r->page_size },
+		.mode = UFFDIO_CONTINUE_MODE_DONTWAKE,
+	};
+
+	for (;;) {
+		int rc = uffd_io(L, UFFDIO_CONTINUE, &c);
+
+		if (!rc)
+			return 0;
+		if (rc != -EAGAIN)
+			return rc;
+		if (c.mapped > 0) {
+			c.range.start += (uint64_t)c.mapped;
+			c.range.len -= (uint64_t)c.mapped;
+		}
+		c.mapped = 0;
+	}
+}
+
+static int uffd_zeropage(struct hpr__lazy *L, size_t idx)
+{
+	struct uffdio_zeropage z = {
+		.range = { .start = (uintptr_t)L->r->base + hpr__page_off(L->r, idx),
+			   .len = L->r->page_size },
+		.mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE,
+	};
+
+	for (;;) {
+		int rc = uffd_io(L, UFFDIO_ZEROPAGE, &z);
+
+		if (rc != -EAGAIN)
+			return rc;
+		if (z.zeropage > 0) {
+			z.range.start += (uint64_t)z.zeropage;
+			z.range.len -= (uint64_t)z.zeropage;
+		}
+		z.zeropage = 0;
+	}
+}
+
+/* Put the bytes at src (verified) in place as page idx. */
+static int map_page(struct hpr__lazy *L, size_t idx, const void *src)
+{
+	hpr_region *r = L->r;
+	int rc;
+
+	if (!L->minor)
+		return uffd_copy(L, idx, src);
+	rc = hpr__os->pwrite_full(r->fd, src, r->page_size, (off_t)hpr__page_off(r, idx));
+	return rc ? rc : uffd_continue(L, idx);
+}
+
+/* Read, verify and map saved page idx (FAULTING, ours). */
+static int fetch_page(struct hpr__lazy *L, size_t idx)
+{
+	hpr_region *r = L->r;
+	uint64_t fo = L->data_off + hpr__page_off(r, idx);
+	void *buf = buf_get(L);
+	ssize_t n;
+	int rc;
+
+	if (!buf)
+		return lazy_fail(L, -ENOMEM, "no memory for a %zu-byte read buffer", r->page_size);
+	n = hpr__os->pread_full(L->fd, buf, r->page_size, (off_t)fo);
+	if (n < 0)
+		rc = lazy_fail(L, (int)n, "snapshot read at file offset %#llx failed: %s",
+			       (unsigned long long)fo, strerror((int)-n));
+	else if ((size_t)n < r->page_size)
+		rc = lazy_fail(L, -EBADMSG,
+			       "snapshot read at file offset %#llx: unexpected end of file: "
+			       "the file was truncated",
+			       (unsigned long long)(fo + (uint64_t)n));
+	else if (hpr__page_sum(buf, r->page_size, idx) != L->tab[idx].sum)
+		rc = lazy_fail(L, -EBADMSG,
+			       "snapshot page %zu (file offset %#llx): checksum mismatch: the "
+			       "file is corrupted",
+			       idx, (unsigned long long)fo);
+	else if ((rc = map_page(L, idx, buf)))
+		rc = lazy_fail(L, rc, "mapping page %zu (region offset %#zx) failed: %s%s", idx,
+			       hpr__page_off(r, idx), strerror(-rc),
+			       r->backend == HPR_BACKEND_HUGETLB && rc == -ENOMEM ?
+				       ": the hugetlb pool ran out" : "");
+	buf_put(L, buf);
+	if (!rc && r->backend == HPR_BACKEND_THP && hpr__caps()->info.have_collapse)
+		/* UFFDIO_COPY mapped 512 small pages; a refusal is retried
+		 * after the region is unregistered */
+		hpr__collapse_one(r, r->base + hpr__page_off(r, idx), true);
+	return rc;
+}
+
+/* Load saved page idx exactly once, whoever asks; demand counts it as
+ * loaded because a thread touched it. */
+static int load_one(struct hpr__lazy *L, size_t idx, bool demand)
+{
+	hpr_region *r = L->r;
+	uint8_t was;
+	int rc = atomic_load(&L->err);
+
+	if (rc)
+		return rc;
+	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_ABSENT), HPR_PS_FAULTING, true, &was) != 1) {
+		uffd_wake(L, idx); /* mapped already: a late message */
+		return 0;
+	}
+	rc = atomic_load(&L->err);
+	if (!rc)
+		rc = fetch_page(L, idx);
+	if (!rc && demand)
+		atomic_fetch_add(&L->demanded, 1);
+	if (!rc && atomic_fetch_add(&L->loaded, 1) + 1 == L->ndata)
+		kick(L);
+	hpr__page_put(r, idx, HPR_PS_ABSENT, rc ? HPR_PS_ABSENT : HPR_PS_PRESENT);
+	if (!rc)
+		uffd_wake(L, idx);
+	return rc;
+}
+
+/* A fault on a hole of the snapshot: zeros, no file I/O. hugetlb and
+ * shmem zeros are resident pages: PRESENT in the table. THP gets the
+ * shared zero page (UFFDIO_ZEROPAGE: no copy, nothing allocated), so the
+ * page stays ABSENT there. A page someone is populating (hpr_fault_in of
+ * a hole: its populate is the fault being answered) is answered without
+ * the table. */
+static void serve_hole(struct hpr__lazy *L, size_t idx)
+{
+	hpr_region *r = L->r;
+	uint8_t was = 0;
+	int t = -1, rc;
+
+	if (r->backend != HPR_BACKEND_THP)
+		t = hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_ABSENT), HPR_PS_FAULTING, false, &was);
+	if (t == 0) {
+		uffd_wake(L, idx);
+		return;
+	}
+	if (r->backend == HPR_BACKEND_THP)
+		rc = uffd_zeropage(L, idx);
+	else
+		rc = map_page(L, idx, L->zero);
+	if (rc == -EEXIST)
+		rc = 0;
+	if (t == 1)
+		hpr__page_put(r, idx, HPR_PS_ABSENT, rc ? HPR_PS_ABSENT : HPR_PS_PRESENT);
+	if (!rc)
+		uffd_wake(L, idx);
+	if (rc)
+		lazy_fail(L, rc, "zero-filling page %zu (a hole of the snapshot) failed: %s", idx,
+			  strerror(-rc));
+}
+
+/* ---- demand queue ---- */
+
+static void demand_push(struct hpr__lazy *L, size_t idx)
+{
+	size_t cap = L->r->npages;
+
+	pthread_mutex_lock(&L->mu);
+	if (!L->queued[idx]) {
+		L->queued[idx] = 1;
+		L->q[(L->qhead + L->qn) % cap] = idx;
+		L->qn++;
+	}
+	pthread_mutex_unlock(&L->mu);
+}
+
+static bool demand_pop(struct hpr__lazy *L, size_t *idx)
+{
+	bool got = false;
+
+	pthread_mutex_lock(&L->mu);
+	if (L->qn) {
+		*idx = L->q[L->qhead];
+		L->qhead = (L->qhead + 1) % L->r->npages;
+		L->qn--;
+		L->queued[*idx] = 0;
+		got = true;
+	}
+	pthread_mutex_unlock(&L->mu);
+	return got;
+}
+
+static bool is_data(const struct hpr__lazy *L, size_t idx)
+{
+	return L->tab[idx].flags & HPR__SNAP_PG_DATA;
+}
+
+/* One fault message. */
+static void on_fault(struct hpr__lazy *L, uintptr_t addr)
+{
+	hpr_region *r = L->r;
+	size_t idx;
+
+	if (addr < (uintptr_t)r->base || addr >= (uintptr_t)r->base + r->size)
+		return;
+	idx = (addr - (uintptr_t)r->base) >> r->page_shift;
+	if (!is_data(L, idx))
+		serve_hole(L, idx);
+	else if (hpr__page_state(r, idx) == HPR_PS_PRESENT)
+		uffd_wake(L, idx);
+	else if (atomic_load(&L->fill_done))
+		load_one(L, idx, true); /* no worker left to ask */
+	else
+		demand_push(L, idx);
+}
+
+/* ---- the fill job (hpr-lazyfill and the workers) ---- */
+
+static int fill_page(hpr_region *r, size_t idx, void *arg)
+{
+	struct hpr__lazy *L = arg;
+	size_t d;
+	int rc;
+
+	(void)r;
+	while (!atomic_load_explicit(&L->err, memory_order_relaxed) && demand_pop(L, &d))
+		load_one(L, d, true);
+	rc = atomic_load(&L->err);
+	if (rc)
+		return rc;
+	return is_data(L, idx) ? load_one(L, idx, false) : 0;
+}
+
+static void *driver_main(void *arg)
+{
+	struct hpr__lazy *L = arg;
+
+	hpr__run(L->r, &(struct hpr__job_ops){ .page = fill_page }, L, 0, L->r->npages);
+	atomic_store(&L->fill_done, true);
+	kick(L);
+	return NULL;
+}
+
+/* ---- the end ---- */
+
+/* Saved pages not mapped: PROT_NONE, in runs. */
+static void protect_unloaded(struct hpr__lazy *L)
+{
+	hpr_region *r = L->r;
+
+	for (size_t i = 0; i < r->npages;) {
+		size_t j = i;
+
+		while (j < r->npages && is_data(L, j) && hpr__page_state(r, j) != HPR_PS_PRESENT)
+			j++;
+		if (j > i) {
+			hpr__os->mprotect(r->base + hpr__page_off(r, i), (j - i) << r->page_shift,
+					  PROT_NONE);
+			i = j;
+		} else {
+			i++;
+		}
+	}
+}
+
+static void unregister(struct hpr__lazy *L)
+{
+	struct uffdio_range rg = { .start = (uintptr_t)L->r->base, .len = L->r->size };
+
+	if (L->uffd < 0)
+		return;
+	/* wakes every thread still blocked on the region: it faults again,
+	 * now without userfaultfd */
+	uffd_io(L, UFFDIO_UNREGISTER, &rg);
+	hpr__os->close(L->uffd);
+	L->uffd = -1;
+}
+
+/* Every page present: PMD-mapped, collapsing what is not (shmem's
+ * UFFDIO_CONTINUE maps PTEs; a THP collapse refused while registered). */
+static void huge_pass(struct hpr__lazy *L)
+{
+	hpr_region *r = L->r;
+	size_t small = 0;
+
+	if (r->backend == HPR_BACKEND_HUGETLB || r->degraded || !hpr__caps()->info.have_collapse)
+		return;
+	for (size_t i = 0; i < r->npages; i++) {
+		char *a = r->base + hpr__page_off(r, i);
+
+		if (hpr__page_state(r, i) != HPR_PS_PRESENT || hpr__range_is_huge(a, r->page_size) == 1)
+			continue;
+		if (hpr__collapse_one(r, a, true)) {
+			small++;
+			if (r->flags & HPR_F_FALLBACK)
+				atomic_fetch_add(&r->small_pages, 1);
+		}
+	}
+	if (small)
+		hpr__log(HPR_LOG_WARN,
+			 "hpr_load (lazy) of region '%s': %zu pages stayed small (MADV_COLLAPSE "
+			 "refused); hpr_stats().small_mapped counts them",
+			 r->name, small);
+}
+
+static void *handler_main(void *arg)
+{
+	struct hpr__lazy *L = arg;
+	struct pollfd pf[2] = { { .fd = L->uffd, .events = POLLIN },
+				{ .fd = L->evfd, .events = POLLIN } };
+	struct uffd_msg m[16];
+	int rc;
+
+	for (;;) {
+		ssize_t n;
+
+		if (atomic_load(&L->err) ||
+		    (atomic_load(&L->loaded) == L->ndata && atomic_load(&L->fill_done)))
+			break;
+		if (poll(pf, 2, -1) < 0)
+			continue; /* EINTR */
+		if (pf[1].revents & POLLIN) {
+			uint64_t v;
+
+			if (read(L->evfd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: another read took it */
+			}
+		}
+		while ((n = read(L->uffd, m, sizeof(m))) > 0)
+			for (size_t i = 0; i < (size_t)n / sizeof(m[0]); i++)
+				if (m[i].event == UFFD_EVENT_PAGEFAULT)
+					on_fault(L, (uintptr_t)m[i].arg.pagefault.address);
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			lazy_fail(L, -errno, "reading the userfaultfd failed: %s", strerror(errno));
+	}
+	/* the fill ends at its next page once err is set */
+	if (L->driver_on)
+		pthread_join(L->driver, NULL);
+	rc = atomic_load(&L->err);
+	if (rc)
+		protect_unloaded(L);
+	unregister(L);
+	if (!rc)
+		huge_pass(L);
+	L->result = rc;
+	atomic_store(&L->ended, true);
+	if (rc)
+		hpr__log(HPR_LOG_ERROR, "hpr_load (lazy) of region '%s' failed: %s", L->r->name,
+			 L->msg);
+	else
+		hpr__log(HPR_LOG_INFO, "hpr_load (lazy) of region '%s': %zu pages loaded, %zu "
+				       "on demand",
+			 L->r->name, atomic_load(&L->loaded), atomic_load(&L->demanded));
+	return NULL;
+}
+
+/* ---- set-up ---- */
+
+/* Open and register the userfaultfd for r's backend; -errno when the
+ * kernel or the privileges do not allow it (the caller falls back). */
+static int uffd_setup(struct hpr__lazy *L, const char **why)
+{
+	hpr_region *r = L->r;
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)r->base, .len = r->size },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	uint64_t need_ioctls = (uint64_t)1 << _UFFDIO_COPY;
+	int rc, fd = hpr__os->uffd_open(false);
+
+	if (fd < 0) {
+		*why = "no userfaultfd: /dev/userfaultfd cannot be opened and userfaultfd(2) is "
+		       "refused (vm.unprivileged_userfaultfd = 0 needs CAP_SYS_PTRACE)";
+		return fd;
+	}
+	L->uffd = fd;
+	if (r->backend == HPR_BACKEND_HUGETLB) {
+		api.features = UFFD_FEATURE_MISSING_HUGETLBFS;
+	} else if (r->backend == HPR_BACKEND_SHMEM) {
+		api.features = UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_MINOR_SHMEM;
+		reg.mode |= UFFDIO_REGISTER_MODE_MINOR;
+		need_ioctls = (uint64_t)1 << _UFFDIO_CONTINUE;
+		L->minor = true;
+	} else {
+		need_ioctls |= (uint64_t)1 << _UFFDIO_ZEROPAGE;
+	}
+	rc = uffd_io(L, UFFDIO_API, &api);
+	if (rc) {
+		*why = "the kernel's userfaultfd lacks this backend's mode (shmem minor faults "
+		       "need Linux 5.14)";
+		return rc == -EINVAL ? -EOPNOTSUPP : rc;
+	}
+	rc = uffd_io(L, UFFDIO_REGISTER, &reg);
+	if (rc) {
+		*why = "UFFDIO_REGISTER of the region failed";
+		return rc;
+	}
+	if ((reg.ioctls & need_ioctls) != need_ioctls) {
+		unregister(L);
+		*why = "the kernel cannot resolve this backend's faults (no UFFDIO_COPY, "
+		       "UFFDIO_CONTINUE or UFFDIO_ZEROPAGE here)";
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static void lazy_free(struct hpr__lazy *L)
+{
+	struct lazy_buf *b, *n;
+
+	if (!L)
+		return;
+	hpr__fork_lock();
+	hpr__fork_handle_del(&L->fh);
+	hpr__fork_unlock();
+	if (L->uffd >= 0)
+		hpr__os->close(L->uffd);
+	if (L->evfd >= 0)
+		close(L->evfd);
+	if (L->fd >= 0)
+		hpr__os->close(L->fd);
+	for (b = L->bufs; b; b = n) {
+		n = b->next;
+		hpr__os->munmap(b->p, L->r->page_size);
+		free(b);
+	}
+	if (L->zero)
+		hpr__os->munmap(L->zero, L->r->page_size);
+	free(L->tab);
+	free(L->q);
+	free(L->queued);
+	pthread_mutex_destroy(&L->mu);
+	pthread_mutex_destroy(&L->wait_mu);
+	free(L);
+}
+
+/* A fork: the child's copy of a lazy load is cancelled there (its
+ * threads and its userfaultfd registration are not inherited: without
+ * UFFD_FEATURE_EVENT_FORK the child's VMAs are not registered, and its
+ * unloaded pages would read as zeros), so they are PROT_NONE there. */
+static bool lazy_atfork(struct hpr__fork_handle *h, int phase)
+{
+	struct hpr__lazy *L = (struct hpr__lazy *)((char *)h - offsetof(struct hpr__lazy, fh));
+	hpr_region *r = L->r;
+	int zero = 0;
+
+	if (!hpr__fork_mutex(&L->mu, phase))
+		return true;
+	pthread_mutex_init(&L->wait_mu, NULL);
+	L->child = true;
+	L->threads = L->driver_on = false;
+	atomic_compare_exchange_strong(&L->err, &zero, -ECANCELED);
+	if (!atomic_load(&L->ended)) {
+		snprintf(L->msg, sizeof(L->msg),
+			 "the lazy load was running in the parent when this process was "
+			 "forked; a child does not inherit it");
+		if (r->backend == HPR_BACKEND_THP || (r->flags & HPR_F_SHARED))
+			protect_unloaded(L);
+		L->result = atomic_load(&L->err);
+		atomic_store(&L->ended, true);
+	}
+	if (L->uffd >= 0)
+		hpr__os->close(L->uffd);
+	L->uffd = -1;
+	return false;
+}
+
+static int lazy_alloc(hpr_region *r, int fd, struct hpr__lazy **out)
+{
+	struct hpr__lazy *L = calloc(1, sizeof(*L));
+
+	*out = L;
+	if (!L)
+		return hpr__fail(-ENOMEM, "hpr_load: out of memory");
+	L->r = r;
+	L->uffd = L->evfd = -1;
+	pthread_mutex_init(&L->mu, NULL);
+	pthread_mutex_init(&L->wait_mu, NULL);
+	L->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (L->fd < 0)
+		return hpr__fail(-errno, "hpr_load: cannot duplicate fd %d: %s", fd,
+				 strerror(errno));
+	L->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	L->q = calloc(r->npages, sizeof(*L->q));
+	L->queued = calloc(r->npages, 1);
+	if (L->evfd < 0 || !L->q || !L->queued ||
+	    hpr__os->mmap(NULL, r->page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0,
+			  &L->zero))
+		return hpr__fail(-ENOMEM, "hpr_load: out of memory");
+	L->fh.atfork = lazy_atfork;
+	return 0;
+}
+
+/* The region holds nothing: no page faulted in, released or resident. */
+static int lazy_check_region(hpr_region *r)
+{
+	if (r->attached || (r->flags & HPR_F_GUARD) || r->locked)
+		return hpr__fail(-EINVAL,
+				 "hpr_load: HPR_SNAP_LAZY cannot load region '%s': it is %s", r->name,
+				 r->attached ? "attached to a kept file" :
+				 r->locked ? "locked (HPR_F_LOCK)" : "in guard mode (HPR_F_GUARD)");
+	if (atomic_load(&r->present_pages) || atomic_load(&r->lazy_pages) ||
+	    hpr__os->any_resident(r->base, r->size) != 0)
+		return hpr__fail(-EBUSY,
+				 "hpr_load: HPR_SNAP_LAZY loads into an empty region, and region "
+				 "'%s' holds pages: load it eagerly, or create a new region",
+				 r->name);
+	return 0;
+}
+
+/* The previous load of r, ended and waited for, is freed here; one still
+ * running or not waited for is -EBUSY (hpr__lazy_busy, checked before). */
+static void reap(hpr_region *r)
+{
+	struct hpr__lazy *L;
+
+	pthread_mutex_lock(&r->lazy_mu);
+	L = atomic_load(&r->lazy);
+	if (L && atomic_load(&L->ended) && !L->users) {
+		atomic_store(&r->lazy, NULL);
+		pthread_mutex_unlock(&r->lazy_mu);
+		pthread_mutex_lock(&L->wait_mu);
+		if (L->threads && !L->joined)
+			pthread_join(L->handler, NULL);
+		L->joined = true;
+		pthread_mutex_unlock(&L->wait_mu);
+		lazy_free(L);
+		return;
+	}
+	pthread_mutex_unlock(&r->lazy_mu);
+}
+
+static int eager(hpr_region *r, int fd, unsigned flags, size_t *changed, int why_err,
+		 const char *why)
+{
+	int rc;
+
+	hpr__log(HPR_LOG_WARN,
+		 "hpr_load (HPR_SNAP_LAZY) of region '%s': %s (%s); loading it eagerly: run as "
+		 "root, give the process access to /dev/userfaultfd (Linux 6.1), or set "
+		 "vm.unprivileged_userfaultfd = 1",
+		 r->name, why, strerror(-why_err));
+	rc = hpr_load(r, fd, flags & ~HPR_SNAP_LAZY, changed);
+	atomic_store(&r->lazy_load, HPR_LAZY_EAGER);
+	atomic_store(&r->lazy_fallback_err, why_err);
+	return rc;
+}
+
+int hpr__lazy_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
+{
+	struct hpr__lazy *L = NULL;
+	const char *why = "";
+	int rc;
+
+	reap(r);
+	rc = lazy_check_region(r);
+	if (!rc)
+		rc = lazy_alloc(r, fd, &L);
+	if (!rc)
+		rc = hpr__snap_load_check(r, L->fd, &L->tab, &L->data_off);
+	if (rc) {
+		lazy_free(L);
+		return rc;
+	}
+	for (size_t i = 0; i < r->npages; i++)
+		L->ndata += is_data(L, i);
+	if (!L->ndata) { /* all holes: the empty region is the snapshot */
+		lazy_free(L);
+		atomic_store(&r->lazy_load, HPR_LAZY_UFFD);
+		atomic_store(&r->lazy_fallback_err, 0);
+		return 0;
+	}
+	rc = uffd_setup(L, &why);
+	if (rc) {
+		lazy_free(L);
+		return eager(r, fd, flags, changed, rc, why);
+	}
+	atomic_store(&r->lazy_load, HPR_LAZY_UFFD);
+	atomic_store(&r->lazy_fallback_err, 0);
+	atomic_store(&r->snapshot_io, HPR_IO_PREADWRITE);
+	hpr__fork_lock();
+	hpr__fork_handle_add(&L->fh);
+	rc = hpr__thread_start(&L->handler, handler_main, L, "hpr-uffd", NULL, 256 * 1024);
+	if (!rc) {
+		L->threads = true;
+		rc = hpr__thread_start(&L->driver, driver_main, L, "hpr-lazyfill", NULL,
+				       256 * 1024);
+		L->driver_on = !rc;
+	}
+	hpr__fork_unlock();
+	if (rc) {
+		lazy_fail(L, rc, "cannot start the load's threads: %s", strerror(-rc));
+		if (!L->threads) { /* nobody to unregister: do it here */
+			unregister(L);
+			lazy_free(L);
+			return hpr__fail(rc, "hpr_load: cannot start a thread: %s", strerror(-rc));
+		}
+	}
+	pthread_mutex_lock(&r->lazy_mu);
+	atomic_store(&r->lazy, L);
+	pthread_mutex_unlock(&r->lazy_mu);
+	if (changed)
+		*changed = L->ndata << r->page_shift;
+	return rc ? hpr_load_wait(r) : 0;
+}
+
+/* ---- the rest of the library asks ---- */
+
+bool hpr__lazy_running(hpr_region *r)
+{
+	struct hpr__lazy *L = atomic_load_explicit(&r->lazy, memory_order_acquire);
+
+	/* a failed load holds the region until hpr_load_wait empties it */
+	return L && (!atomic_load(&L->ended) || (L->result && !L->undone));
+}
+
+int hpr__lazy_busy(hpr_region *r, const char *fn)
+{
+	if (!r || !hpr__lazy_running(r))
+		return 0;
+	return hpr__fail(-EBUSY,
+			 "%s: region '%s' is being loaded lazily (hpr_load with HPR_SNAP_LAZY): "
+			 "hpr_load_wait() first",
+			 fn, r->name);
+}
+
+int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last)
+{
+	struct hpr__lazy *L = atomic_load_explicit(&r->lazy, memory_order_acquire);
+	int rc;
+
+	if (!L)
+		return 0;
+	if (atomic_load(&L->ended))
+		return L->result && !L->undone ? hpr__lazy_busy(r, "hpr_fault_in") : 0;
+	for (size_t i = first; i < last; i++) {
+		if (!is_data(L, i) || hpr__page_state(r, i) == HPR_PS_PRESENT)
+			continue;
+		rc = load_one(L, i, true);
+		if (rc)
+			return lazy_err(L, rc);
+	}
+	return 0;
+}
+
+/* A failed load: the region empty again, read-write. */
+static void undo(struct hpr__lazy *L)
+{
+	hpr_region *r = L->r;
+	unsigned any = HPR_PS_BIT(HPR_PS_ABSENT) | HPR_PS_BIT(HPR_PS_PRESENT);
+
+	if (L->child && r->backend != HPR_BACKEND_THP)
+		return; /* a shared file the parent is loading: not ours to punch */
+	for (size_t i = 0; i < r->npages; i++) {
+		uint8_t st;
+
+		if (hpr__page_take(r, i, any, HPR_PS_BUSY, true, &st) != 1)
+			continue;
+		hpr__discard_page(r, i);
+		hpr__page_put(r, i, st, HPR_PS_ABSENT);
+	}
+	hpr__os->mprotect(r->base, r->size, PROT_READ | PROT_WRITE);
+}
+
+int hpr_load_wait(hpr_region *r)
+{
+	struct hpr__lazy *L;
+	int rc;
+
+	hpr__err_clear();
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_load_wait: region is NULL");
+	pthread_mutex_lock(&r->lazy_mu);
+	L = atomic_load(&r->lazy);
+	if (L)
+		L->users++;
+	pthread_mutex_unlock(&r->lazy_mu);
+	if (!L)
+		return 0;
+	pthread_mutex_lock(&L->wait_mu);
+	if (L->threads && !L->joined)
+		pthread_join(L->handler, NULL);
+	L->joined = true;
+	rc = L->result;
+	if (rc && !L->undone) {
+		undo(L);
+		L->undone = true;
+	}
+	L->waited = true;
+	pthread_mutex_unlock(&L->wait_mu);
+	if (rc)
+		rc = lazy_err(L, rc);
+	pthread_mutex_lock(&r->lazy_mu);
+	L->users--;
+	pthread_mutex_unlock(&r->lazy_mu);
+	return rc;
+}
+
+int hpr_load_progress(hpr_region *r, size_t *loaded, size_t *demanded, size_t *total)
+{
+	struct hpr__lazy *L;
+
+	hpr__err_clear();
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_load_progress: region is NULL");
+	pthread_mutex_lock(&r->lazy_mu);
+	L = atomic_load(&r->lazy);
+	if (loaded)
+		*loaded = L ? atomic_load(&L->loaded) << r->page_shift : 0;
+	if (demanded)
+		*demanded = L ? atomic_load(&L->demanded) << r->page_shift : 0;
+	if (total)
+		*total = L ? L->ndata << r->page_shift : 0;
+	pthread_mutex_unlock(&r->lazy_mu);
+	return 0;
+}
+
+int hpr_load_cancel(hpr_region *r)
+{
+	struct hpr__lazy *L;
+
+	hpr__err_clear();
+	if (!r)
+		return hpr__fail(-EINVAL, "hpr_load_cancel: region is NULL");
+	pthread_mutex_lock(&r->lazy_mu);
+	L = atomic_load(&r->lazy);
+	if (L)
+		L->users++;
+	pthread_mutex_unlock(&r->lazy_mu);
+	if (!L)
+		return 0;
+	/* not under lazy_mu: L->mu comes first in the fork handlers' order */
+	if (!atomic_load(&L->ended))
+		lazy_fail(L, -ECANCELED, "the lazy load was cancelled (hpr_load_cancel)");
+	pthread_mutex_lock(&r->lazy_mu);
+	L->users--;
+	pthread_mutex_unlock(&r->lazy_mu);
+	return 0;
+}
+
+void hpr__lazy_destroy(hpr_region *r)
+{
+	struct hpr__lazy *L = atomic_load(&r->lazy);
+
+	if (!L)
+		return;
+	if (!atomic_load(&L->ended))
+		lazy_fail(L, -ECANCELED, "the region was destroyed during the lazy load");
+	if (L->threads && !L->joined)
+		pthread_join(L->handler, NULL);
+	atomic_store(&r->lazy, NULL);
+	lazy_free(L);
+}

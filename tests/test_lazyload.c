@@ -1,0 +1,609 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Lazy snapshot load (hpr_load with HPR_SNAP_LAZY, hpr_load_wait,
+ * hpr_load_progress, hpr_load_cancel): every backend, with threads
+ * touching pages in random order while the fill runs and every byte
+ * checked; demand first; corruption at the first, a middle and the last
+ * saved page and a file truncated during the load (the toucher of a bad
+ * page gets SIGSEGV, never other bytes; the region is empty after
+ * hpr_load_wait); cancel; destroy and fork during the load; the eager
+ * fallback without userfaultfd. Residency and huge mappings from smaps.
+ */
+#include "common.h"
+#include "os.h"
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NPAGES 16
+#define PS (2 * MiB)
+static const size_t data_pages[] = { 0, 2, 3, 7, 10, 15 };
+#define NDATA (sizeof(data_pages) / sizeof(data_pages[0]))
+
+static bool is_data_page(size_t p)
+{
+	for (size_t i = 0; i < NDATA; i++)
+		if (data_pages[i] == p)
+			return true;
+	return false;
+}
+
+static uint64_t pattern(size_t page, size_t word)
+{
+	uint64_t x = (page << 40) ^ word ^ 0x9e3779b97f4a7c15ULL;
+
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	return x ^ (x >> 29);
+}
+
+/* The first word of page p at base that differs from what it must hold
+ * (the pattern, or zeros for a hole), or (size_t)-1. */
+static size_t page_bad(const char *base, size_t p)
+{
+	const volatile uint64_t *w = (const volatile uint64_t *)(base + p * PS);
+	bool data = is_data_page(p);
+
+	for (size_t i = 0; i < PS / 8; i++)
+		if (w[i] != (data ? pattern(p, i) : 0))
+			return i;
+	return (size_t)-1;
+}
+
+/* A snapshot of NDATA pattern pages on a tmpfs file (page cache I/O). */
+static int saved(void)
+{
+	static const char *dir;
+	hpr_region *s = t_region(HPR_BACKEND_THP, NULL, NPAGES * PS, 0, 0);
+	int fd, rc;
+
+	if (!dir)
+		dir = t_mount_tmpfs("size=256m");
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	ck_assert_msg(fd >= 0, "O_TMPFILE: %s", strerror(errno));
+	for (size_t i = 0; i < NDATA; i++) {
+		uint64_t *w = (uint64_t *)((char *)hpr_base(s) + data_pages[i] * PS);
+
+		ck_assert_int_eq(hpr_fault_in(s, data_pages[i] * PS, PS), 0);
+		for (size_t k = 0; k < PS / 8; k++)
+			w[k] = pattern(data_pages[i], k);
+	}
+	rc = hpr_save(s, fd, 0);
+	ck_assert_msg(rc == 0, "save: %s", hpr_strerror(rc));
+	hpr_destroy(s);
+	return fd;
+}
+
+static off_t file_page(size_t p)
+{
+	uint64_t end = HPR__SNAP_TABLE_OFF + NPAGES * sizeof(struct hpr__snap_ent);
+
+	return (off_t)((end + PS - 1) / PS * PS + p * PS);
+}
+
+/* ---- a slow file: each page read sleeps, so the load is still running
+ * when the test acts ---- */
+static struct hpr_os_ops slow_ops;
+static _Atomic unsigned slow_us;
+
+static ssize_t slow_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	if (len >= PS && slow_us)
+		usleep(slow_us);
+	return hpr__os_real.pread_full(fd, buf, len, off);
+}
+
+static void slow_begin(unsigned us)
+{
+	slow_ops = hpr__os_real;
+	slow_ops.pread_full = slow_pread_full;
+	slow_us = us;
+	hpr__os_set(&slow_ops);
+}
+
+/* ---- touchers: threads reading pages in random order ---- */
+struct touch {
+	hpr_region *r;
+	unsigned seed;
+	size_t bad_page, bad_word; /* first difference seen */
+	unsigned segv;		   /* pages that raised SIGSEGV */
+};
+
+static __thread sigjmp_buf *tls_jmp;
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	if (tls_jmp)
+		siglongjmp(*tls_jmp, 1);
+	signal(SIGSEGV, SIG_DFL);
+	raise(SIGSEGV);
+}
+
+static void *toucher(void *arg)
+{
+	struct touch *t = arg;
+	unsigned order[NPAGES];
+	const char *base = hpr_base(t->r);
+	sigjmp_buf jb;
+
+	t->bad_page = (size_t)-1;
+	for (unsigned i = 0; i < NPAGES; i++)
+		order[i] = i;
+	for (unsigned i = NPAGES - 1; i > 0; i--) { /* shuffle */
+		unsigned j = (unsigned)rand_r(&t->seed) % (i + 1), x = order[i];
+
+		order[i] = order[j];
+		order[j] = x;
+	}
+	tls_jmp = &jb;
+	for (unsigned i = 0; i < NPAGES; i++) {
+		volatile unsigned p = order[i];
+		size_t w;
+
+		if (sigsetjmp(jb, 1)) {
+			t->segv++;
+			continue;
+		}
+		w = page_bad(base, p);
+		if (w != (size_t)-1 && t->bad_page == (size_t)-1) {
+			t->bad_page = p;
+			t->bad_word = w;
+		}
+	}
+	tls_jmp = NULL;
+	return NULL;
+}
+
+#define NTOUCH 4
+
+static void touch_all(hpr_region *r, struct touch *t)
+{
+	pthread_t th[NTOUCH];
+	struct sigaction sa = { .sa_handler = on_segv };
+
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_NODEFER;
+	sigaction(SIGSEGV, &sa, NULL);
+	for (unsigned i = 0; i < NTOUCH; i++) {
+		t[i] = (struct touch){ .r = r, .seed = 12345 + i * 7 };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, toucher, &t[i]), 0);
+	}
+	for (unsigned i = 0; i < NTOUCH; i++)
+		pthread_join(th[i], NULL);
+}
+
+static hpr_region *mk(enum hpr_backend b, const char *path)
+{
+	hpr_region *r = t_region(b, path, NPAGES * PS, 2,
+				 b == HPR_BACKEND_SHMEM && !path ? HPR_F_FALLBACK : 0);
+
+	ck_assert_uint_eq(hpr_page_size(r), PS);
+	return r;
+}
+
+static void lazy_ok(hpr_region *r, int fd)
+{
+	size_t changed = 0;
+	int rc = hpr_load(r, fd, HPR_SNAP_LAZY, &changed);
+
+	ck_assert_msg(rc == 0, "lazy load: %s", hpr_strerror(rc));
+	ck_assert_uint_eq(changed, NDATA * PS);
+}
+
+/* After a successful lazy load: every byte, residency and huge mappings
+ * from the kernel, the counters. */
+static void check_done(hpr_region *r, bool holes_touched)
+{
+	struct hpr_stats st;
+	struct t_smaps k;
+	size_t loaded = 0, demanded = 0, total = 0;
+
+	ck_assert_int_eq(hpr_load_progress(r, &loaded, &demanded, &total), 0);
+	ck_assert_uint_eq(total, NDATA * PS);
+	ck_assert_uint_eq(loaded, NDATA * PS);
+	ck_assert_uint_le(demanded, loaded);
+	for (size_t p = 0; p < NPAGES; p++) {
+		size_t w = page_bad(hpr_base(r), p);
+
+		ck_assert_msg(w == (size_t)-1, "page %zu word %zu differs after the load", p, w);
+	}
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_int_eq(st.lazy_load, HPR_LAZY_UFFD);
+	ck_assert_int_eq(t_smaps(hpr_base(r), hpr_size(r), &k), 0);
+	/* the saved pages are resident and huge; holes were zero-filled where
+	 * they were touched (hugetlb and shmem: resident too), THP holes map
+	 * the shared zero page */
+	ck_assert_uint_ge(k.rss + k.hugetlb, NDATA * PS);
+	if (!holes_touched || hpr_backend_of(r) == HPR_BACKEND_THP)
+		ck_assert_uint_eq(st.pages_present, NDATA);
+	ck_assert_msg(k.anon_huge + k.shmem_pmd + k.file_pmd + k.hugetlb >= NDATA * PS,
+		      "%zu bytes huge-mapped (smaps), want >= %zu (resident %zu)",
+		      k.anon_huge + k.shmem_pmd + k.file_pmd + k.hugetlb, NDATA * PS,
+		      k.rss + k.hugetlb);
+	ck_assert_uint_ge(st.huge_mapped, NDATA * PS);
+}
+
+/* The whole path on backend b: load, touchers while it fills, wait. */
+static void lazy_backend(enum hpr_backend b, const char *path)
+{
+	int fd = saved(), rc;
+	hpr_region *r = mk(b, path);
+	struct touch t[NTOUCH];
+
+	slow_begin(3000); /* the touchers run while the fill does */
+	lazy_ok(r, fd);
+	close(fd); /* the load holds its own descriptor */
+	touch_all(r, t);
+	for (unsigned i = 0; i < NTOUCH; i++) {
+		ck_assert_msg(t[i].bad_page == (size_t)-1, "toucher %u: page %zu word %zu wrong", i,
+			      t[i].bad_page, t[i].bad_word);
+		ck_assert_uint_eq(t[i].segv, 0);
+	}
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
+	hpr__os_set(NULL);
+	check_done(r, true);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+
+START_TEST(lazy_thp)
+{
+	lazy_backend(HPR_BACKEND_THP, NULL);
+}
+END_TEST
+
+START_TEST(lazy_shmem_memfd)
+{
+	lazy_backend(HPR_BACKEND_SHMEM, NULL);
+}
+END_TEST
+
+START_TEST(lazy_shmem_tmpfs)
+{
+	lazy_backend(HPR_BACKEND_SHMEM, t_mount_tmpfs("huge=always,size=64m"));
+}
+END_TEST
+
+START_TEST(lazy_hugetlb)
+{
+	unsigned long free0;
+
+	t_need_pool_2m(NPAGES + 2);
+	free0 = t_hugetlb_free(2048);
+	lazy_backend(HPR_BACKEND_HUGETLB, NULL);
+	ck_assert_uint_eq(t_hugetlb_free(2048), free0);
+}
+END_TEST
+
+/* Untouched: the fill alone; demand: the last page touched first. */
+static void demand_first(enum hpr_backend b)
+{
+	int fd = saved(), rc;
+	hpr_region *r = mk(b, NULL);
+	size_t loaded = 0, demanded = 0;
+
+	slow_begin(20000); /* 20 ms a page: the fill is at its first pages */
+	lazy_ok(r, fd);
+	ck_assert_uint_eq(page_bad(hpr_base(r), 15), (size_t)-1);
+	ck_assert_int_eq(hpr_load_progress(r, &loaded, &demanded, NULL), 0);
+	ck_assert_uint_ge(demanded, PS);
+	ck_assert_msg(loaded < NDATA * PS, "the fill was done before the touch (%zu)", loaded);
+	/* hpr_fault_in of a saved page loads it in the caller */
+	ck_assert_int_eq(hpr_fault_in(r, 10 * PS, PS), 0);
+	ck_assert_uint_eq(page_bad(hpr_base(r), 10), (size_t)-1);
+	/* the rest of the API refuses while the load runs */
+	ck_assert_int_eq(hpr_release_lazy(r, 0, PS), -EBUSY);
+	ck_assert_int_eq(hpr_save(r, fd, 0), -EBUSY);
+	ck_assert_int_eq(hpr_load(r, fd, 0, NULL), -EBUSY);
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
+	hpr__os_set(NULL);
+	check_done(r, false);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	close(fd);
+}
+
+START_TEST(demand_first_thp)
+{
+	demand_first(HPR_BACKEND_THP);
+}
+END_TEST
+
+START_TEST(demand_first_shmem)
+{
+	demand_first(HPR_BACKEND_SHMEM);
+}
+END_TEST
+
+static size_t resident(hpr_region *r)
+{
+	struct t_smaps k;
+
+	ck_assert_int_eq(t_smaps(hpr_base(r), hpr_size(r), &k), 0);
+	return k.rss + k.hugetlb;
+}
+
+/* A load that fails part-way (err): the touchers see the right bytes or
+ * SIGSEGV, never others; hpr_load_wait gives err and an empty region. */
+static void failed_load(enum hpr_backend b, int fd, int err, const char *why, unsigned us,
+			void (*act)(hpr_region *r, int fd))
+{
+	hpr_region *r = mk(b, NULL);
+	struct touch t[NTOUCH];
+	unsigned segv = 0;
+	int rc;
+
+	slow_begin(us);
+	lazy_ok(r, fd);
+	if (act)
+		act(r, fd);
+	touch_all(r, t);
+	for (unsigned i = 0; i < NTOUCH; i++) {
+		ck_assert_msg(t[i].bad_page == (size_t)-1,
+			      "%s: toucher %u read wrong bytes: page %zu word %zu", why, i,
+			      t[i].bad_page, t[i].bad_word);
+		segv += t[i].segv;
+	}
+	ck_assert_msg(segv > 0, "%s: no toucher saw SIGSEGV", why);
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == err, "%s: wait gave %d (%s), want %d", why, rc, hpr_strerror(rc), err);
+	hpr__os_set(NULL);
+	/* defined state: empty, read-write, usable */
+	ck_assert_uint_eq(resident(r), 0);
+	ck_assert_int_eq(hpr_fault_in(r, 0, hpr_size(r)), 0);
+	memset(hpr_base(r), 1, hpr_size(r));
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+
+static void corrupt(int fd, size_t page)
+{
+	char c;
+
+	ck_assert_int_eq(pread(fd, &c, 1, file_page(page) + 4242), 1);
+	c ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &c, 1, file_page(page) + 4242), 1);
+}
+
+static void corrupt_at(enum hpr_backend b, size_t page)
+{
+	int fd = saved();
+	char why[64];
+
+	corrupt(fd, page);
+	snprintf(why, sizeof(why), "%s, page %zu corrupt", hpr_backend_name(b), page);
+	failed_load(b, fd, -EBADMSG, why, 1000, NULL);
+	close(fd);
+}
+
+START_TEST(corrupt_first_thp)
+{
+	corrupt_at(HPR_BACKEND_THP, 0);
+}
+END_TEST
+
+START_TEST(corrupt_middle_shmem)
+{
+	corrupt_at(HPR_BACKEND_SHMEM, 7);
+}
+END_TEST
+
+START_TEST(corrupt_last_thp)
+{
+	corrupt_at(HPR_BACKEND_THP, 15);
+}
+END_TEST
+
+START_TEST(corrupt_last_shmem)
+{
+	corrupt_at(HPR_BACKEND_SHMEM, 15);
+}
+END_TEST
+
+static void cut_file(hpr_region *r, int fd)
+{
+	(void)r;
+	ck_assert_int_eq(ftruncate(fd, file_page(10) + 1000), 0);
+}
+
+START_TEST(truncated)
+{
+	int fd = saved(), rc;
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
+	struct stat st;
+
+	/* before: refused by the checks, the region untouched */
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(ftruncate(fd, st.st_size - PS), 0);
+	rc = hpr_load(r, fd, HPR_SNAP_LAZY, NULL);
+	ck_assert_int_eq(rc, -EBADMSG);
+	ck_assert_int_eq(hpr_load_wait(r), 0);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	ck_assert_int_eq(ftruncate(fd, st.st_size), 0);
+	close(fd);
+	/* during the load: pages 10 and 15 are cut off */
+	fd = saved();
+	failed_load(HPR_BACKEND_THP, fd, -EBADMSG, "truncated", 10000, cut_file);
+	close(fd);
+}
+END_TEST
+
+static void cancel_it(hpr_region *r, int fd)
+{
+	(void)fd;
+	ck_assert_int_eq(hpr_load_cancel(r), 0);
+}
+
+START_TEST(cancel)
+{
+	int fd = saved();
+
+	failed_load(HPR_BACKEND_SHMEM, fd, -ECANCELED, "cancelled", 20000, cancel_it);
+	close(fd);
+}
+END_TEST
+
+START_TEST(destroy_during_load)
+{
+	int fd = saved();
+	int maps;
+
+	hpr_destroy(mk(HPR_BACKEND_THP, NULL)); /* thread stacks cached */
+	maps = t_maps_count();
+	for (int b = HPR_BACKEND_THP; b <= HPR_BACKEND_SHMEM; b++) {
+		hpr_region *r = mk((enum hpr_backend)b, NULL);
+
+		slow_begin(20000);
+		lazy_ok(r, fd);
+		ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+		hpr__os_set(NULL);
+	}
+	if (!T_SANITIZED)
+		ck_assert_int_le(t_maps_count(), maps);
+	close(fd);
+}
+END_TEST
+
+START_TEST(fork_during_load)
+{
+	int fd = saved(), rc, st;
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
+	struct touch t[NTOUCH];
+	pid_t pid;
+
+	slow_begin(10000);
+	lazy_ok(r, fd);
+	ck_assert_uint_eq(page_bad(hpr_base(r), 2), (size_t)-1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* the child does not inherit the load: cancelled there, its
+		 * region emptied by hpr_load_wait */
+		rc = hpr_load_wait(r);
+		if (rc != -ECANCELED)
+			_exit(10);
+		if (resident(r) != 0)
+			_exit(11);
+		for (size_t p = 0; p < NPAGES; p++)
+			if (((char *)hpr_base(r))[p * PS + 5])
+				_exit(12);
+		_exit(0);
+	}
+	touch_all(r, t);
+	for (unsigned i = 0; i < NTOUCH; i++) {
+		ck_assert_uint_eq(t[i].bad_page, (size_t)-1);
+		ck_assert_uint_eq(t[i].segv, 0);
+	}
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	hpr__os_set(NULL);
+	check_done(r, true);
+	hpr_destroy(r);
+	close(fd);
+}
+END_TEST
+
+/* ---- no userfaultfd: the eager load, and the stats say why ---- */
+static int no_uffd(bool user_only)
+{
+	(void)user_only;
+	return -EPERM;
+}
+
+START_TEST(fallback_no_uffd)
+{
+	struct hpr_os_ops ops = hpr__os_real;
+	int fd = saved(), rc;
+	hpr_region *r = mk(HPR_BACKEND_SHMEM, NULL);
+	struct hpr_stats st;
+	size_t changed = 0;
+
+	ops.uffd_open = no_uffd;
+	hpr__os_set(&ops);
+	rc = hpr_load(r, fd, HPR_SNAP_LAZY, &changed);
+	hpr__os_set(NULL);
+	ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
+	ck_assert_uint_eq(changed, NDATA * PS);
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_int_eq(st.lazy_load, HPR_LAZY_EAGER);
+	ck_assert_int_eq(st.lazy_fallback_err, -EPERM);
+	ck_assert_int_eq(hpr_load_wait(r), 0);
+	for (size_t p = 0; p < NPAGES; p++)
+		ck_assert_uint_eq(page_bad(hpr_base(r), p), (size_t)-1);
+	ck_assert_uint_eq(resident(r), NDATA * PS);
+	hpr_destroy(r);
+	close(fd);
+}
+END_TEST
+
+START_TEST(refusals)
+{
+	int fd = saved();
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
+
+	/* not empty */
+	ck_assert_int_eq(hpr_fault_in(r, PS, PS), 0);
+	ck_assert_int_eq(hpr_load(r, fd, HPR_SNAP_LAZY, NULL), -EBUSY);
+	ck_assert_int_eq(hpr_save(r, fd, HPR_SNAP_LAZY), -EINVAL);
+	/* nothing running */
+	ck_assert_int_eq(hpr_load_cancel(r), 0);
+	ck_assert_int_eq(hpr_load_wait(r), 0);
+	ck_assert_int_eq(hpr_load_progress(r, NULL, NULL, NULL), 0);
+	ck_assert_int_eq(hpr_load_wait(NULL), -EINVAL);
+	hpr_destroy(r);
+	/* a second lazy load after the first was waited for */
+	r = mk(HPR_BACKEND_THP, NULL);
+	lazy_ok(r, fd);
+	ck_assert_int_eq(hpr_load_wait(r), 0);
+	ck_assert_int_eq(hpr_load(r, fd, HPR_SNAP_LAZY, NULL), -EBUSY); /* not empty */
+	hpr_destroy(r);
+	close(fd);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("lazyload");
+	TCase *be = tcase_create("backends"), *err = tcase_create("errors");
+	TCase *life = tcase_create("lifecycle"), *ht = tcase_create("hugetlb");
+
+	tcase_add_test(be, lazy_thp);
+	tcase_add_test(be, lazy_shmem_memfd);
+	tcase_add_test(be, lazy_shmem_tmpfs);
+	tcase_add_test(be, demand_first_thp);
+	tcase_add_test(be, demand_first_shmem);
+	tcase_add_test(err, corrupt_first_thp);
+	tcase_add_test(err, corrupt_middle_shmem);
+	tcase_add_test(err, corrupt_last_thp);
+	tcase_add_test(err, corrupt_last_shmem);
+	tcase_add_test(err, truncated);
+	tcase_add_test(life, cancel);
+	tcase_add_test(life, destroy_during_load);
+	tcase_add_test(life, fork_during_load);
+	tcase_add_test(life, fallback_no_uffd);
+	tcase_add_test(life, refusals);
+	/* the only case that changes the system: the pool, under the lock */
+	tcase_add_unchecked_fixture(ht, t_system_lock_begin, t_system_lock_end);
+	tcase_add_test(ht, lazy_hugetlb);
+	suite_add_tcase(s, be);
+	suite_add_tcase(s, err);
+	suite_add_tcase(s, life);
+	suite_add_tcase(s, ht);
+	return s;
+}
+
+HPR_TEST_MAIN(suite, T_NEED_MOUNTS)
