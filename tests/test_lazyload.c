@@ -459,16 +459,18 @@ START_TEST(destroy_during_load)
 	int fd = saved();
 	int maps;
 
-	hpr_destroy(mk(HPR_BACKEND_THP, NULL)); /* thread stacks cached */
-	maps = t_maps_count();
-	for (int b = HPR_BACKEND_THP; b <= HPR_BACKEND_SHMEM; b++) {
-		hpr_region *r = mk((enum hpr_backend)b, NULL);
+	/* twice: the first round fills glibc's cache of thread stacks */
+	for (int round = 0; round < 2; round++) {
+		maps = t_maps_count();
+		for (int b = HPR_BACKEND_THP; b <= HPR_BACKEND_SHMEM; b++) {
+			hpr_region *r = mk((enum hpr_backend)b, NULL);
 
-		slow_begin(20000);
-		lazy_ok(r, fd);
-		ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
-		ck_assert_int_eq(hpr_destroy(r), 0);
-		hpr__os_set(NULL);
+			slow_begin(20000);
+			lazy_ok(r, fd);
+			ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
+			ck_assert_int_eq(hpr_destroy(r), 0);
+			hpr__os_set(NULL);
+		}
 	}
 	if (!T_SANITIZED)
 		ck_assert_int_le(t_maps_count(), maps);
@@ -542,9 +544,9 @@ START_TEST(fallback_no_uffd)
 	ck_assert_int_eq(st.lazy_load, HPR_LAZY_EAGER);
 	ck_assert_int_eq(st.lazy_fallback_err, -EPERM);
 	ck_assert_int_eq(hpr_load_wait(r), 0);
+	ck_assert_uint_eq(resident(r), NDATA * PS); /* before reading the holes */
 	for (size_t p = 0; p < NPAGES; p++)
 		ck_assert_uint_eq(page_bad(hpr_base(r), p), (size_t)-1);
-	ck_assert_uint_eq(resident(r), NDATA * PS);
 	hpr_destroy(r);
 	close(fd);
 }
