@@ -68,9 +68,9 @@ struct lazy_buf {
 
 struct hpr__lazy {
 	hpr_region *r;
-	int fd;	  /* the caller's snapshot fd, duplicated */
-	int uffd; /* -1 once unregistered */
-	int evfd; /* wakes hpr-uffd: an error, a cancel, the fill's end */
+	int fd;	    /* the caller's snapshot fd, duplicated */
+	int uffd;   /* -1 once unregistered */
+	int evfd;   /* wakes hpr-uffd: an error, a cancel, the fill's end */
 	bool minor; /* shmem: page cache through fd, UFFDIO_CONTINUE */
 	uint64_t data_off;
 	struct hpr__snap_ent *tab;
@@ -89,12 +89,12 @@ struct hpr__lazy {
 	void *zero; /* page_size bytes of zeros, read-only */
 
 	pthread_t handler, driver;
-	bool threads;	  /* handler started; joined under wait_mu */
-	bool driver_on;	  /* driver started (joined by the handler) */
+	bool threads;	/* handler started; joined under wait_mu */
+	bool driver_on; /* driver started (joined by the handler) */
 	bool joined, waited, undone;
-	unsigned users;	  /* hpr_load_wait calls inside, under r->lazy_mu */
+	unsigned users; /* hpr_load_wait calls inside, under r->lazy_mu */
 	pthread_mutex_t wait_mu;
-	bool child;	  /* a forked child's copy: no threads, cancelled */
+	bool child; /* a forked child's copy: no threads, cancelled */
 	struct hpr__fork_handle fh;
 };
 
@@ -114,7 +114,7 @@ static void kick(struct hpr__lazy *L)
 
 /* The load's first error, with its message; wakes hpr-uffd. */
 __attribute__((format(printf, 3, 4))) static int lazy_fail(struct hpr__lazy *L, int err,
-							 const char *fmt, ...)
+							   const char *fmt, ...)
 {
 	va_list ap;
 	int zero = 0;
@@ -302,7 +302,8 @@ static int fetch_page(struct hpr__lazy *L, size_t idx)
 		rc = lazy_fail(L, rc, "mapping page %zu (region offset %#zx) failed: %s%s", idx,
 			       hpr__page_off(r, idx), strerror(-rc),
 			       r->backend == HPR_BACKEND_HUGETLB && rc == -ENOMEM ?
-				       ": the hugetlb pool ran out" : "");
+				       ": the hugetlb pool ran out" :
+				       "");
 	buf_put(L, buf);
 	if (!rc && r->backend == HPR_BACKEND_THP && hpr__caps()->info.have_collapse)
 		/* UFFDIO_COPY mapped 512 small pages; a refusal is retried
@@ -500,7 +501,8 @@ static void huge_pass(struct hpr__lazy *L)
 	for (size_t i = 0; i < r->npages; i++) {
 		char *a = r->base + hpr__page_off(r, i);
 
-		if (hpr__page_state(r, i) != HPR_PS_PRESENT || hpr__range_is_huge(a, r->page_size) == 1)
+		if (hpr__page_state(r, i) != HPR_PS_PRESENT ||
+		    hpr__range_is_huge(a, r->page_size) == 1)
 			continue;
 		if (hpr__collapse_one(r, a, true)) {
 			small++;
@@ -560,8 +562,9 @@ static void *handler_main(void *arg)
 		hpr__log(HPR_LOG_ERROR, "hpr_load (lazy) of region '%s' failed: %s", L->r->name,
 			 L->msg);
 	else
-		hpr__log(HPR_LOG_INFO, "hpr_load (lazy) of region '%s': %zu pages loaded, %zu "
-				       "on demand",
+		hpr__log(HPR_LOG_INFO,
+			 "hpr_load (lazy) of region '%s': %zu pages loaded, %zu "
+			 "on demand",
 			 L->r->name, atomic_load(&L->loaded), atomic_load(&L->demanded));
 	return NULL;
 }
@@ -709,9 +712,11 @@ static int lazy_check_region(hpr_region *r)
 {
 	if (r->attached || (r->flags & HPR_F_GUARD) || r->locked)
 		return hpr__fail(-EINVAL,
-				 "hpr_load: HPR_SNAP_LAZY cannot load region '%s': it is %s", r->name,
+				 "hpr_load: HPR_SNAP_LAZY cannot load region '%s': it is %s",
+				 r->name,
 				 r->attached ? "attached to a kept file" :
-				 r->locked ? "locked (HPR_F_LOCK)" : "in guard mode (HPR_F_GUARD)");
+				 r->locked   ? "locked (HPR_F_LOCK)" :
+					       "in guard mode (HPR_F_GUARD)");
 	if (atomic_load(&r->present_pages) || atomic_load(&r->lazy_pages) ||
 	    hpr__os->any_resident(r->base, r->size) != 0)
 		return hpr__fail(-EBUSY,
