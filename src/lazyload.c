@@ -91,7 +91,8 @@ struct hpr__lazy {
 	pthread_t handler, driver;
 	bool threads;	/* handler started; joined under wait_mu */
 	bool driver_on; /* driver started (joined by the handler) */
-	bool joined, waited, undone;
+	bool joined, waited;
+	_Atomic bool undone; /* a failed load's region emptied (read unlocked) */
 	unsigned users; /* hpr_load_wait calls inside, under r->lazy_mu */
 	pthread_mutex_t wait_mu;
 	bool child; /* a forked child's copy: no threads, cancelled */
@@ -829,7 +830,7 @@ bool hpr__lazy_running(hpr_region *r)
 	struct hpr__lazy *L = atomic_load_explicit(&r->lazy, memory_order_acquire);
 
 	/* a failed load holds the region until hpr_load_wait empties it */
-	return L && (!atomic_load(&L->ended) || (L->result && !L->undone));
+	return L && (!atomic_load(&L->ended) || (L->result && !atomic_load(&L->undone)));
 }
 
 int hpr__lazy_busy(hpr_region *r, const char *fn)
@@ -850,7 +851,7 @@ int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last)
 	if (!L)
 		return 0;
 	if (atomic_load(&L->ended))
-		return L->result && !L->undone ? hpr__lazy_busy(r, "hpr_fault_in") : 0;
+		return L->result && !atomic_load(&L->undone) ? hpr__lazy_busy(r, "hpr_fault_in") : 0;
 	for (size_t i = first; i < last; i++) {
 		if (!is_data(L, i) || hpr__page_state(r, i) == HPR_PS_PRESENT)
 			continue;
@@ -900,9 +901,9 @@ int hpr_load_wait(hpr_region *r)
 		pthread_join(L->handler, NULL);
 	L->joined = true;
 	rc = L->result;
-	if (rc && !L->undone) {
+	if (rc && !atomic_load(&L->undone)) {
 		undo(L);
-		L->undone = true;
+		atomic_store(&L->undone, true);
 	}
 	L->waited = true;
 	pthread_mutex_unlock(&L->wait_mu);
