@@ -519,6 +519,44 @@ START_TEST(fork_during_load)
 }
 END_TEST
 
+START_TEST(fork_during_load_shared)
+{
+	int fd = saved(), rc, st;
+	hpr_region *r = t_region(HPR_BACKEND_SHMEM, NULL, NPAGES * PS, 2,
+				 HPR_F_SHARED | HPR_F_FALLBACK);
+	struct touch t[NTOUCH];
+	pid_t pid;
+
+	slow_begin(10000);
+	lazy_ok(r, fd);
+	ck_assert_uint_eq(page_bad(hpr_base(r), 2), (size_t)-1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* the file is the parent's to fill: the child keeps what was
+		 * loaded at the fork and punches nothing */
+		if (hpr_load_wait(r) != -ECANCELED)
+			_exit(10);
+		if (page_bad(hpr_base(r), 2) != (size_t)-1)
+			_exit(11);
+		_exit(0);
+	}
+	touch_all(r, t);
+	for (unsigned i = 0; i < NTOUCH; i++) {
+		ck_assert_uint_eq(t[i].bad_page, (size_t)-1);
+		ck_assert_uint_eq(t[i].segv, 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
+	hpr__os_set(NULL);
+	check_done(r, true);
+	hpr_destroy(r);
+	close(fd);
+}
+END_TEST
+
 /* ---- no userfaultfd: the eager load, and the stats say why ---- */
 static int no_uffd(bool user_only)
 {
@@ -596,6 +634,7 @@ static Suite *suite(void)
 	tcase_add_test(life, cancel);
 	tcase_add_test(life, destroy_during_load);
 	tcase_add_test(life, fork_during_load);
+	tcase_add_test(life, fork_during_load_shared);
 	tcase_add_test(life, fallback_no_uffd);
 	tcase_add_test(life, refusals);
 	/* the only case that changes the system: the pool, under the lock */
