@@ -185,6 +185,8 @@ static void touch_all(hpr_region *r, struct touch *t)
 		pthread_join(th[i], NULL);
 }
 
+static void corrupt_at(enum hpr_backend b, size_t page);
+
 static hpr_region *mk(enum hpr_backend b, const char *path)
 {
 	hpr_region *r = t_region(b, path, NPAGES * PS, 2,
@@ -285,6 +287,22 @@ START_TEST(lazy_hugetlb)
 	free0 = t_hugetlb_free(2048);
 	lazy_backend(HPR_BACKEND_HUGETLB, NULL);
 	ck_assert_uint_eq(t_hugetlb_free(2048), free0);
+	/* a corrupt middle page: SIGSEGV or the right bytes, then empty */
+	corrupt_at(HPR_BACKEND_HUGETLB, 7);
+	ck_assert_uint_eq(t_hugetlb_free(2048), free0);
+	/* destroyed during the load: every page back in the pool */
+	{
+		int fd = saved();
+		hpr_region *r = mk(HPR_BACKEND_HUGETLB, NULL);
+
+		slow_begin(20000);
+		lazy_ok(r, fd);
+		ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
+		ck_assert_int_eq(hpr_destroy(r), 0);
+		hpr__os_set(NULL);
+		ck_assert_uint_eq(t_hugetlb_free(2048), free0);
+		close(fd);
+	}
 }
 END_TEST
 
