@@ -456,7 +456,7 @@ START_TEST(truncated)
 	close(fd);
 	/* during the load: pages 10 and 15 are cut off */
 	fd = saved();
-	failed_load(HPR_BACKEND_THP, fd, -EBADMSG, "truncated", 10000, cut_file);
+	failed_load(HPR_BACKEND_THP, fd, -EBADMSG, "truncated", 50000, cut_file);
 	close(fd);
 }
 END_TEST
@@ -471,7 +471,7 @@ START_TEST(cancel)
 {
 	int fd = saved();
 
-	failed_load(HPR_BACKEND_SHMEM, fd, -ECANCELED, "cancelled", 20000, cancel_it);
+	failed_load(HPR_BACKEND_SHMEM, fd, -ECANCELED, "cancelled", 50000, cancel_it);
 	close(fd);
 }
 END_TEST
@@ -507,7 +507,7 @@ START_TEST(fork_during_load)
 	struct touch t[NTOUCH];
 	pid_t pid;
 
-	slow_begin(10000);
+	slow_begin(50000); /* the load still runs at the fork */
 	lazy_ok(r, fd);
 	ck_assert_uint_eq(page_bad(hpr_base(r), 2), (size_t)-1);
 	pid = fork();
@@ -549,7 +549,7 @@ START_TEST(fork_during_load_shared)
 	struct touch t[NTOUCH];
 	pid_t pid;
 
-	slow_begin(10000);
+	slow_begin(50000); /* the load still runs at the fork */
 	lazy_ok(r, fd);
 	ck_assert_uint_eq(page_bad(hpr_base(r), 2), (size_t)-1);
 	pid = fork();
