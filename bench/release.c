@@ -23,6 +23,18 @@
  *    (reuse) against hpr_fault_in after release + hpr_reclaim (a fresh
  *    fault of memory given back), alternating, one worker.
  *
+ * 3. Reuse under pressure (THP): the released pages are reclaimed before
+ *    they are reused (MADV_PAGEOUT of the whole range: a lazily freed page
+ *    is clean and is discarded, its huge page split), so hpr_fault_in
+ *    faults base pages and collapses them. Latency per 2 MiB page (p50,
+ *    p99, max) of hpr_fault_in on the caller's thread, as the library does
+ *    it today (the collapse is synchronous), with the pages huge-mapped
+ *    afterwards by smaps.
+ *
+ * Every hpregion variant prints its populate_calls and collapsed_pages
+ * (hpr_stats): the calls into the kernel and the MADV_COLLAPSEs behind the
+ * figures.
+ *
  * Run as root (tmpfs mount in a private namespace, hugetlb pool under
  * the system lock HPR_SYSTEM_LOCK, restored at exit).
  *
@@ -36,6 +48,8 @@
 #define MADV_FREE_ANCHOR_1 "4.07x, 1 thread (MADV_FREE v17 posting)"
 #define MADV_FREE_ANCHOR_N "2.59-3.55x, more threads (MADV_FREE v17 posting)"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -47,6 +61,9 @@
 
 #ifndef MADV_FREE
 #define MADV_FREE 8
+#endif
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
 #endif
 
 #define MiB (1024UL * 1024UL)
@@ -162,11 +179,21 @@ static void heap_open(struct heap *h, enum variant v, size_t size)
 	}
 }
 
-static void heap_close(struct heap *h, size_t size)
+/* the hpregion variants' calls into the kernel, summed over a thread
+ * count's runs (churn() adds, main() prints and resets) */
+static uint64_t churn_calls[NV], churn_collapsed[NV], churn_records[NV];
+
+static void heap_close(struct heap *h, enum variant v, size_t size)
 {
-	if (h->r)
+	if (h->r) {
+		struct hpr_stats st;
+
+		if (!hpr_stats(h->r, &st)) {
+			churn_calls[v] += st.populate_calls;
+			churn_collapsed[v] += st.collapsed_pages;
+		}
 		hpr_destroy(h->r);
-	else
+	} else
 		munmap(h->base, size); /* the alignment slack leaks; fine here */
 }
 
@@ -200,7 +227,8 @@ static double churn(enum variant v, int nthreads)
 		total += a[i].records;
 	}
 	t1 = bench_now();
-	heap_close(&h, size);
+	heap_close(&h, v, size);
+	churn_records[v] += total;
 	return (double)total / (t1 - t0);
 }
 
@@ -219,10 +247,27 @@ static int fault_back(hpr_region *r, size_t size, int byte, double *t)
 	return rc;
 }
 
-/* us per huge page for: reuse, fresh, release */
-static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
-			  double *release_us)
+/* what hpr_stats() counted across the reuses and the fresh faults */
+struct calls {
+	uint64_t reuse_calls, reuse_collapsed, fresh_calls, fresh_collapsed;
+};
+
+static void stats_delta(hpr_region *r, struct hpr_stats *last, uint64_t *calls, uint64_t *collapsed)
 {
+	struct hpr_stats st;
+
+	if (hpr_stats(r, &st))
+		return;
+	*calls += st.populate_calls - last->populate_calls;
+	*collapsed += st.collapsed_pages - last->collapsed_pages;
+	*last = st;
+}
+
+/* us per huge page for: reuse, fresh, release */
+static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us, double *release_us,
+			  struct calls *k)
+{
+	struct hpr_stats last;
 	struct hpr_config c;
 	hpr_region *r;
 	size_t size = reuse_pages * HP;
@@ -231,9 +276,9 @@ static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
 
 	hpr_config_init(&c);
 	c.size = size;
-	c.backend = b == B_THP ? HPR_BACKEND_THP
-		    : b == B_SHMEM ? HPR_BACKEND_SHMEM
-				   : HPR_BACKEND_HUGETLB;
+	c.backend = b == B_THP	 ? HPR_BACKEND_THP :
+		    b == B_SHMEM ? HPR_BACKEND_SHMEM :
+				   HPR_BACKEND_HUGETLB;
 	c.path = b == B_SHMEM ? tmpfs_dir : NULL;
 	c.workers = 1;
 	c.name = "bench-reuse";
@@ -244,8 +289,11 @@ static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
 		return rc;
 	}
 	memset(hpr_base(r), 1, size); /* warm */
+	memset(k, 0, sizeof(*k));
+	hpr_stats(r, &last);
 	for (int i = 0; i < reps + 1 && i < 64; i++) {
 		double t0, t1, t2, t3, t4;
+		struct calls w = { 0 };
 
 		/* reuse: release, fault back */
 		t0 = bench_now();
@@ -253,14 +301,20 @@ static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
 		t1 = bench_now();
 		if ((rc = fault_back(r, size, 2, &t2)))
 			break;
+		stats_delta(r, &last, &w.reuse_calls, &w.reuse_collapsed);
 		/* fresh: release, reclaim, fault back */
 		hpr_release_lazy(r, 0, size);
 		hpr_reclaim(r, 0, NULL);
 		t3 = bench_now();
 		if ((rc = fault_back(r, size, 3, &t4)))
 			break;
+		stats_delta(r, &last, &w.fresh_calls, &w.fresh_collapsed);
 		if (i == 0)
 			continue; /* warm-up */
+		k->reuse_calls += w.reuse_calls;
+		k->reuse_collapsed += w.reuse_collapsed;
+		k->fresh_calls += w.fresh_calls;
+		k->fresh_collapsed += w.fresh_collapsed;
 		re[n] = (t2 - t1) * 1e6 / (double)reuse_pages;
 		fr[n] = (t4 - t3) * 1e6 / (double)reuse_pages;
 		rl[n] = (t1 - t0) * 1e6 / (double)reuse_pages;
@@ -275,6 +329,88 @@ static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us,
 	*fresh_us = bench_median(fr, n);
 	*release_us = bench_median(rl, n);
 	return 0;
+}
+
+/* ---- 3. reuse under pressure ---- */
+struct pressure {
+	double p50_us, p99_us, max_us;
+	uint64_t calls, collapsed; /* over the measured reps */
+	size_t pages;		   /* latencies measured */
+	ssize_t huge_min;	   /* smaps huge bytes after each reuse, least */
+};
+
+/* THP: release every page, have the kernel reclaim them (MADV_PAGEOUT),
+ * then reuse them one 2 MiB page at a time, timing each hpr_fault_in. */
+static int reuse_after_pageout(struct pressure *p)
+{
+	size_t n = reuse_pages, size = n * HP, k = 0;
+	double *lat = calloc((size_t)reps * n, sizeof(double));
+	struct hpr_config c;
+	struct hpr_stats last;
+	hpr_region *r;
+	char *base;
+	int rc;
+
+	if (!lat)
+		bench_die("calloc");
+	hpr_config_init(&c);
+	c.size = size;
+	c.backend = HPR_BACKEND_THP;
+	c.workers = 1;
+	c.name = "bench-pressure";
+	c.flags = HPR_F_PREFAULT;
+	rc = hpr_create(&c, &r);
+	if (rc) {
+		fprintf(stderr, "pressure: %s\n", hpr_strerror(rc));
+		free(lat);
+		return rc;
+	}
+	base = hpr_base(r);
+	memset(base, 1, size);
+	memset(p, 0, sizeof(*p));
+	p->huge_min = (ssize_t)size;
+	for (int i = 0; i < reps + 1 && !rc; i++) {
+		uint64_t calls = 0, collapsed = 0;
+		ssize_t h;
+
+		if ((rc = hpr_release_lazy(r, 0, size)))
+			break;
+		if (madvise(base, size, MADV_PAGEOUT)) {
+			rc = -errno;
+			break;
+		}
+		hpr_stats(r, &last);
+		for (size_t pg = 0; pg < n && !rc; pg++) {
+			double t0 = bench_now(), t;
+
+			if ((rc = hpr_fault_in(r, pg * HP, HP)))
+				break;
+			t = bench_now() - t0;
+			memset(base + pg * HP, 2 + i, HP);
+			if (i)
+				lat[k++] = t * 1e6;
+		}
+		stats_delta(r, &last, &calls, &collapsed);
+		if (!i || rc)
+			continue; /* warm-up */
+		p->calls += calls;
+		p->collapsed += collapsed;
+		h = bench_huge_bytes(base, size);
+		if (h < p->huge_min)
+			p->huge_min = h;
+	}
+	hpr_destroy(r);
+	if (!rc && k) {
+		qsort(lat, k, sizeof(double), bench_cmp_double);
+		p->p50_us = lat[k / 2];
+		p->p99_us = lat[k * 99 / 100];
+		p->max_us = lat[k - 1];
+		p->pages = k;
+	}
+	free(lat);
+	if (rc)
+		fprintf(stderr, "pressure: %s\n", hpr_strerror(rc));
+	return rc ? rc : k ? 0 : -EINVAL;
 }
 
 /* tmpfs and hugetlb pool; bench_restore() at exit */
@@ -307,7 +443,10 @@ int main(int argc, char **argv)
 	};
 	double med[64][NV];
 	double reuse[NB], fresh[NB], rel[NB];
-	int ok[NB];
+	uint64_t calls[64][NV], collapsed[64][NV], records[64][NV];
+	struct calls kc[NB];
+	struct pressure pr;
+	int ok[NB], pr_ok;
 	int nt_list[8], nnt = 0;
 	FILE *jf;
 
@@ -334,8 +473,13 @@ int main(int argc, char **argv)
 				if (rp)
 					all[v][rp - 1] = x;
 			}
-		for (int v = 0; v < NV; v++)
+		for (int v = 0; v < NV; v++) {
 			med[k][v] = bench_median(all[v], reps);
+			calls[k][v] = churn_calls[v];
+			collapsed[k][v] = churn_collapsed[v];
+			records[k][v] = churn_records[v];
+			churn_calls[v] = churn_collapsed[v] = churn_records[v] = 0;
+		}
 	}
 	printf("%8s", "threads");
 	for (int v = 0; v < NV; v++)
@@ -346,23 +490,50 @@ int main(int argc, char **argv)
 		for (int v = 0; v < NV; v++)
 			printf(" %12.0f", med[k][v]);
 		printf(" %9.2fx %9.2fx %9.2fx\n", med[k][V_FREE] / med[k][V_DONTNEED],
-		       med[k][V_HPR_THP] / med[k][V_DONTNEED],
-		       med[k][V_HPR_THP] / med[k][V_FREE]);
+		       med[k][V_HPR_THP] / med[k][V_DONTNEED], med[k][V_HPR_THP] / med[k][V_FREE]);
+	}
+	printf("hpregion's calls into the kernel over all reps (warm-up included): "
+	       "populate_calls / collapsed_pages / records\n");
+	for (int k = 0; k < nnt; k++) {
+		printf("%8d", nt_list[k]);
+		for (int v = V_HPR_THP; v < NV; v++)
+			printf("  %s %" PRIu64 " / %" PRIu64 " / %" PRIu64, vname[v], calls[k][v],
+			       collapsed[k][v], records[k][v]);
+		printf("\n");
 	}
 
 	printf("\n== reuse after hpr_release_lazy vs fresh fault after reclaim "
 	       "(us per 2 MiB page, 1 worker, median of %d)\n",
 	       reps);
-	printf("%-20s %10s %10s %10s %12s\n", "backend", "release", "reuse", "fresh",
-	       "reuse/fresh");
+	printf("%-20s %10s %10s %10s %12s %17s %17s\n", "backend", "release", "reuse", "fresh",
+	       "reuse/fresh", "reuse calls/coll", "fresh calls/coll");
 	for (int b = 0; b < NB; b++) {
-		ok[b] = !reuse_vs_fresh((enum backend)b, &reuse[b], &fresh[b], &rel[b]);
+		ok[b] = !reuse_vs_fresh((enum backend)b, &reuse[b], &fresh[b], &rel[b], &kc[b]);
 		if (ok[b])
-			printf("%-20s %10.2f %10.2f %10.2f %11.4fx\n", bname[b], rel[b],
-			       reuse[b], fresh[b], reuse[b] / fresh[b]);
+			printf("%-20s %10.2f %10.2f %10.2f %11.4fx %9" PRIu64 " / %-5" PRIu64
+			       " %9" PRIu64 " / %-5" PRIu64 "\n",
+			       bname[b], rel[b], reuse[b], fresh[b], reuse[b] / fresh[b],
+			       kc[b].reuse_calls, kc[b].reuse_collapsed, kc[b].fresh_calls,
+			       kc[b].fresh_collapsed);
 		else
 			printf("%-20s   (not run)\n", bname[b]);
 	}
+	printf("(calls/coll: populate_calls / collapsed_pages over the %d measured reps of "
+	       "%zu pages)\n",
+	       reps, reuse_pages);
+
+	printf("\n== reuse under pressure: released THP pages reclaimed (MADV_PAGEOUT) "
+	       "before reuse, us per 2 MiB page on the caller's thread, %d reps of %zu pages\n",
+	       reps, reuse_pages);
+	pr_ok = !reuse_after_pageout(&pr);
+	if (pr_ok)
+		printf("%-22s %9s %9s %9s %17s %18s\n%-22s %9.1f %9.1f %9.1f %7" PRIu64
+		       " / %-7" PRIu64 " %8zd of %zu MiB\n",
+		       "collapse", "p50", "p99", "max", "calls/collapsed", "huge after (min)",
+		       "synchronous (today)", pr.p50_us, pr.p99_us, pr.max_us, pr.calls,
+		       pr.collapsed, pr.huge_min >> 20, reuse_pages * HP >> 20);
+	else
+		printf("  (not run)\n");
 
 	if (json && (jf = fopen(json, "w"))) {
 		int last = nnt - 1;
@@ -398,6 +569,15 @@ int main(int argc, char **argv)
 					reuse[b] / fresh[b]);
 				first = false;
 			}
+			if (pr_ok)
+				fprintf(jf,
+					"%s{\"measure\": \"reuse after reclaim, us per 2 MiB "
+					"(THP, MADV_PAGEOUT between release and reuse, synchronous "
+					"collapse): p99 vs p50\", \"ours\": \"%.1f (p99; max %.1f; "
+					"%" PRIu64 " populate calls, %" PRIu64 " collapsed)\", "
+					"\"baseline\": \"%.1f (p50)\", \"ratio\": %.2f}",
+					first ? "" : ",", pr.p99_us, pr.max_us, pr.calls,
+					pr.collapsed, pr.p50_us, pr.p99_us / pr.p50_us);
 		}
 		fprintf(jf, "], \"series\": [{\"id\": \"churn\", \"title\": \"allocator "
 			    "churn\", \"xlabel\": \"threads\", \"ylabel\": \"records/s\", "
@@ -410,6 +590,11 @@ int main(int argc, char **argv)
 		}
 		fprintf(jf, "}}]}\n");
 		fclose(jf);
+	}
+	if (!pr_ok && bench_no_skip()) {
+		fprintf(stderr, "release: the pressure variant did not run; HPR_TEST_NO_SKIP is "
+				"set: a missing row is a failure\n");
+		return 1;
 	}
 	for (int b = 0; b < NB; b++)
 		if (!ok[b] && bench_no_skip()) {

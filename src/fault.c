@@ -321,8 +321,8 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 				 rc ? strerror(-rc) : "no error, still small",
 				 rc == -EAGAIN ? "its pages stayed busy for a second (shared "
 						 "with a process changing them, e.g. a forked "
-						 "child, or pinned for I/O): try again"
-					       : "free memory or compact (echo 1 > "
+						 "child, or pinned for I/O): try again" :
+						 "free memory or compact (echo 1 > "
 						 "/proc/sys/vm/compact_memory)");
 	}
 	return 0;
@@ -446,7 +446,22 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
 		publish_page(r, i, prev[i - a], rcs[i - a]);
 }
 
+/*
+ * The longest run of pages one populate call maps. A fresh page costs a
+ * clear of 2 MiB, so 64 of them keep a demand fault's wait on a claimed run
+ * short; a kept region's pages are already there (an attach maps them,
+ * about 1.5 us per 2 MiB on 6.18), so there the calls' own cost counts and
+ * a run may be as long as a grab (workers.c batch_for). Pages the region
+ * released since are zeroed again: a demand fault that meets such a run
+ * waits for its clear too, up to 1 GiB (about 0.1 s), once.
+ */
 #define HPR_RUN_MAX 64
+#define HPR_RUN_MAX_ATTACHED 512
+
+static size_t run_max(const hpr_region *r)
+{
+	return r->attached ? HPR_RUN_MAX_ATTACHED : HPR_RUN_MAX;
+}
 
 /*
  * Fault pages [first, last) in (a worker's grab), claiming runs of absent
@@ -456,15 +471,15 @@ static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev,
  */
 /* Claim consecutive plain pages from i without waiting (waiting while
  * holding claims could deadlock against a thread doing the same from the
- * other side), at most HPR_RUN_MAX; their previous states go to prev[].
+ * other side), at most run_max(r); their previous states go to prev[].
  * Returns the end of the run; *c and *p tell how page end was met. */
 static size_t claim_run(hpr_region *r, size_t i, size_t last, uint8_t *prev, enum claim *c,
 			uint8_t *p)
 {
-	size_t rs = i;
+	size_t rs = i, max = run_max(r);
 
 	*c = CLAIM_DONE;
-	while (i < last && i - rs < HPR_RUN_MAX) {
+	while (i < last && i - rs < max) {
 		*c = claim_page(r, i, false, p);
 		if (*c != CLAIM_MINE || !run_member(r, *p))
 			break;
@@ -499,10 +514,10 @@ static int finish_odd(hpr_region *r, size_t i, enum claim c, uint8_t p)
 static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 		       const _Atomic bool *cancel, size_t *done, size_t *err_idx)
 {
-	uint8_t prev[HPR_RUN_MAX];
-	int rcs[HPR_RUN_MAX];
+	uint8_t prev[HPR_RUN_MAX_ATTACHED];
+	int rcs[HPR_RUN_MAX_ATTACHED];
 	int err = 0;
-	size_t i = first;
+	size_t i = first, max = run_max(r);
 
 	(void)arg;
 	*done = 0;
@@ -518,7 +533,7 @@ static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 			for (size_t k = rs; k < i; k++)
 				note_result(rcs[k - rs], k, &err, err_idx, done);
 		}
-		if (i == last || i - rs == HPR_RUN_MAX) {
+		if (i == last || i - rs == max) {
 			if (err)
 				break;
 			continue;

@@ -8,7 +8,9 @@ if(HPR_BUILD_EXAMPLES AND TARGET cassandra-like)
     TIMEOUT 900)
   # The engine's own tests (tests/cass_*.c), linked with the example's
   # objects: they drive kv_open/kv_put/kv_get directly, stalling the
-  # commit log through the engine's test hook (kv_opts.log_hook).
+  # commit log through the engine's test hook (kv_opts.log_hook) and the
+  # flusher through kv_opts.flush_hook (cass_restart: kill -9 and restart
+  # on kept regions; root, its own tmpfs huge= mount, else 77).
   file(GLOB HPR_CASS_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cass_*.c)
   foreach(src ${HPR_CASS_TESTS})
     get_filename_component(name ${src} NAME_WE)

@@ -14,6 +14,14 @@
 #       boot, for -b hugetlb-1g -- and KVMLITE_VM_TIMEOUT size the guest); with
 #       KVMLITE_VM_JSON=FILE the command also gets --json and its JSON is
 #       copied back to FILE on the host (bench/run uses this)
+#   KVMLITE_VM_ONLY=guest tests/kvmlite-vm.sh build
+#       runs only tests/kvmlite-guest.sh in the guest: the whole vCPU
+#       through a snapshot, a hostile guest, watchdog, signals and kicks
+#       (without its LD_PRELOAD shim cases)
+#   KVMLITE_VM_ONLY=keep tests/kvmlite-vm.sh build
+#       runs only the --keep cases: tests/kvmlite-keep.sh in the guest on a
+#       tmpfs huge=always and on hugetlbfs (its own pool; the only place the
+#       hugetlbfs resume is tested, since the host's pool is left alone)
 # The kernel package is fetched once with apt-get download into
 # ${HPR_VM_CACHE:-WORK_DIR/cache} (not installed). Exit 77 when qemu,
 # busybox-static or the kernel package can't be had (scripts/deps.sh
@@ -63,6 +71,8 @@ for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm
 	fi
 done
 cp "$KVMLITE" "$ROOT/bin/kvm-lite"
+cp "$(dirname "$0")/kvmlite-keep.sh" "$ROOT/keep.sh"
+cp "$(dirname "$0")/kvmlite-guest.sh" "$ROOT/guest.sh"
 # the binary's shared libraries: the loader at its own path, the rest in
 # /lib/kvm-lite (LD_LIBRARY_PATH; the build tree's rpath may be under /tmp,
 # which the guest mounts over)
@@ -97,9 +107,28 @@ poweroff -f
 EOF
 chmod +x "$ROOT/init"
 echo "${KVMLITE_VM_HUGEPAGES:-96}" >"$ROOT/hugepages"
+# --keep: kill -9 at the checkpoint and resume on kept RAM, on a huge
+# tmpfs and on hugetlbfs (2 MiB pages from the guest's pool)
+KEEP_CASES='mkdir -p /keep-shmem /keep-huge
+mount -t tmpfs -o huge=always,size=512M keep /keep-shmem
+mount -t hugetlbfs -o pagesize=2M keep /keep-huge
+echo "KVMLITE-RUN keep-shmem: keep.sh on a tmpfs huge=always"
+sh /keep.sh /bin/kvm-lite /keep-shmem 64M; echo "KVMLITE-CASE keep-shmem rc=$?"
+echo "KVMLITE-RUN keep-hugetlbfs: keep.sh on hugetlbfs"
+sh /keep.sh /bin/kvm-lite /keep-huge 64M; echo "KVMLITE-CASE keep-hugetlbfs rc=$?"'
+# what a guest can do to its VMM: the whole vCPU through a snapshot (on
+# kvm_amd a lost TSC shows too), hostile requests, watchdog, signals, kicks
+GUEST_CASES='echo "KVMLITE-RUN guest: guest.sh"
+sh /guest.sh /bin/kvm-lite; echo "KVMLITE-CASE guest rc=$?"'
 if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 	# one case of your own, e.g. KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3"
 	echo "run custom $KVMLITE_VM_ARGS${KVMLITE_VM_JSON:+ --json /tmp/kvm-lite.json}" >"$ROOT/cases"
+	NCASES=1
+elif [ "${KVMLITE_VM_ONLY:-}" = keep ]; then
+	echo "$KEEP_CASES" >"$ROOT/cases"
+	NCASES=2
+elif [ "${KVMLITE_VM_ONLY:-}" = guest ]; then
+	echo "$GUEST_CASES" >"$ROOT/cases"
 	NCASES=1
 else
 	cat >"$ROOT/cases" <<'EOF'
@@ -114,7 +143,9 @@ run matrix $R --matrix --repeat 1
 run guest-fault $R -b thp -g 4k --test-guest-fault
 run hugetlb-1g-fpr -m 2G --rand-iters 65536 --stride-reps 1 -b hugetlb-1g -g 2m --fpr
 EOF
-	NCASES=9
+	echo "$KEEP_CASES" >>"$ROOT/cases"
+	echo "$GUEST_CASES" >>"$ROOT/cases"
+	NCASES=12
 	# hugetlb-1g: two 1 GiB pages reserved at boot (a runtime 1 GiB
 	# allocation rarely finds a free aligned range), and RAM for them
 	# past the 2 GiB below-4G window q35 gives
@@ -141,6 +172,10 @@ if grep -q KVMLITE-INSMOD-FAILED "$LOG"; then
 fi
 ncase=$(grep -c "KVMLITE-CASE " "$LOG" || true)
 [ "$ncase" = $NCASES ] || { echo "kvmlite-vm: $ncase of $NCASES cases reported" >&2; fail=1; }
+# what a guest can do to its VMM: the whole vCPU through a snapshot (on
+# kvm_amd a lost TSC shows too), hostile requests, watchdog, signals, kicks
+GUEST_CASES='echo "KVMLITE-RUN guest: guest.sh"
+sh /guest.sh /bin/kvm-lite; echo "KVMLITE-CASE guest rc=$?"'
 if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 	[ $fail = 0 ] && grep -q "KVMLITE-CASE custom rc=0" "$LOG" || fail=1
 	if [ -n "${KVMLITE_VM_JSON:-}" ]; then
@@ -148,6 +183,17 @@ if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 			sed '1d;$d' >"$KVMLITE_VM_JSON"
 		[ -s "$KVMLITE_VM_JSON" ] || { echo "kvmlite-vm: no JSON from the guest" >&2; fail=1; }
 	fi
+	exit $fail
+fi
+if [ "${KVMLITE_VM_ONLY:-}" = guest ]; then
+	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE guest rc=0" || fail=1
+	[ $fail = 0 ] && echo "kvmlite-vm: the guest cases passed on real KVM (nested, TCG)"
+	exit $fail
+fi
+if [ "${KVMLITE_VM_ONLY:-}" = keep ]; then
+	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE keep-shmem rc=0" || fail=1
+	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE keep-hugetlbfs rc=0" || fail=1
+	[ $fail = 0 ] && echo "kvmlite-vm: the --keep cases passed on real KVM (nested, TCG)"
 	exit $fail
 fi
 while read -r line; do
@@ -161,6 +207,8 @@ done < <(tr -d '\r' <"$LOG" | grep "KVMLITE-CASE ")
 for want in "checksum 0x[0-9a-f]*: matches the host view" "checksum after reuse" \
 	"another process mapping hpr_fd(): sees the guest.s memory" \
 	"identical to before the snapshot" "page-table walk: 4 KiB" "page-table walk: 2 MiB" \
+	"vCPU restored and read back equal: regs sregs fpu events mp_state xsave xcrs debugregs" \
+	"guest after the restore: 11 of 11 CPL 0 checks" \
 	"restored into a new VM (shmem RAM, 2048 KiB pages)" \
 	"restored into a new VM (hugetlb RAM, 2048 KiB pages)" \
 	"host hugetlb-1g (hpregion hugetlb, 1 GiB pages, shared fd)" \

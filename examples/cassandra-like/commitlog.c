@@ -42,12 +42,18 @@ static size_t rec_size(uint32_t len)
 	return sizeof(struct logrec) + ((len + 7u) & ~7u);
 }
 
+uint32_t kv_log_crc(uint64_t key, uint64_t seq, const void *val, uint32_t len)
+{
+	uint64_t sk[2] = { seq, key }; /* as they lie in struct logrec */
+	uint32_t c = kv_crc32c(0, sk, 16);
+
+	c = kv_crc32c(c, &len, 4);
+	return kv_crc32c(c, val, len);
+}
+
 static uint32_t rec_crc(const struct logrec *h, const void *val)
 {
-	uint32_t c = kv_crc32c(0, &h->seq, 16);
-
-	c = kv_crc32c(c, &h->len, 4);
-	return kv_crc32c(c, val, h->len);
+	return kv_log_crc(h->key, h->seq, val, h->len);
 }
 
 static void seg_path(char *p, size_t n, const char *dir, uint64_t gen)
@@ -108,11 +114,11 @@ static void *syncer_main(void *arg)
 		if (rc && !l->err) {
 			l->err = kv_fail(rc, "commit log write failed: %s%s%s%s", strerror(-rc),
 					 rc == -ENOSPC ? " (the tmpfs is full: raise its "
-							 "size= with mount -o remount,size=...)"
-						       : "",
+							 "size= with mount -o remount,size=...)" :
+							 "",
 					 cut ? "; the failed batch could not be cut off the "
-					       "log, so a reopen may replay it: "
-					     : "",
+					       "log, so a reopen may replay it: " :
+					       "",
 					 cut ? strerror(cut) : "");
 			/* kv_fail's message is this thread's: keep it for the
 			 * clients, whose puts fail with it (log_err) */
@@ -198,8 +204,8 @@ void kv_log_close(struct kv_log *l)
 	free(l->spare);
 }
 
-int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
-		  uint64_t *seq)
+int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len, uint64_t *seq,
+		  uint32_t *crc)
 {
 	struct logrec h = { .magic = LOG_MAGIC, .len = len, .key = key };
 	size_t need = rec_size(len);
@@ -228,6 +234,7 @@ int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
 	memset(l->buf + l->len + sizeof(h) + len, 0, need - sizeof(h) - len);
 	l->len += need;
 	*seq = h.seq;
+	*crc = h.crc;
 	if (!l->syncing)
 		pthread_cond_signal(&l->work);
 out:
@@ -323,7 +330,7 @@ static int list_segments(const char *dir, uint64_t **out, size_t *n)
 	return 0;
 }
 
-static int replay_one(const char *p, uint64_t min_seq, kv_replay_fn fn, void *arg,
+static int replay_one(const char *p, uint64_t gen, uint64_t min_seq, kv_replay_fn fn, void *arg,
 		      uint64_t *max_seq, uint64_t *torn)
 {
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
@@ -356,7 +363,14 @@ static int replay_one(const char *p, uint64_t min_seq, kv_replay_fn fn, void *ar
 		if (h.seq > *max_seq)
 			*max_seq = h.seq;
 		if (h.seq > min_seq) {
-			rc = fn(h.key, h.seq, m + off + sizeof(h), h.len, arg);
+			struct kv_log_rec r = { .key = h.key,
+						.seq = h.seq,
+						.gen = gen,
+						.len = h.len,
+						.crc = h.crc,
+						.val = m + off + sizeof(h) };
+
+			rc = fn(&r, arg);
 			if (rc)
 				break;
 		}
@@ -367,8 +381,8 @@ static int replay_one(const char *p, uint64_t min_seq, kv_replay_fn fn, void *ar
 	return rc;
 }
 
-int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg,
-		  uint64_t *max_gen, uint64_t *max_seq, uint64_t *torn_bytes)
+int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg, uint64_t *max_gen,
+		  uint64_t *max_seq, uint64_t *torn_bytes)
 {
 	uint64_t *gens;
 	size_t n;
@@ -383,7 +397,7 @@ int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg,
 		char p[PATH_MAX + 64];
 
 		seg_path(p, sizeof(p), dir, gens[i]);
-		rc = replay_one(p, min_seq, fn, arg, max_seq, torn_bytes);
+		rc = replay_one(p, gens[i], min_seq, fn, arg, max_seq, torn_bytes);
 		*max_gen = gens[i];
 	}
 	free(gens);

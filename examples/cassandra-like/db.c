@@ -100,9 +100,10 @@ int kv_check_dir(const char *dir, bool allow_disk, char *desc, size_t dlen)
 		return kv_fail(-EINVAL, "no data directory given: pass --data DIR, a "
 					"directory on a tmpfs mounted huge=always");
 	if (stat(dir, &st))
-		return kv_fail(-errno, "data directory %s: %s: create it on a tmpfs "
-				       "mounted huge=always (mkdir -p %s && mount -t tmpfs "
-				       "-o huge=always,size=8g none %s)",
+		return kv_fail(-errno,
+			       "data directory %s: %s: create it on a tmpfs "
+			       "mounted huge=always (mkdir -p %s && mount -t tmpfs "
+			       "-o huge=always,size=8g none %s)",
 			       dir, strerror(errno), dir, dir);
 	if (!S_ISDIR(st.st_mode))
 		return kv_fail(-ENOTDIR, "data directory %s is not a directory", dir);
@@ -131,14 +132,14 @@ struct replay_ctx {
 	uint64_t records;
 };
 
-static int replay_rec(uint64_t key, uint64_t seq, const void *val, uint32_t len, void *arg)
+static int replay_rec(const struct kv_log_rec *r, void *arg)
 {
 	struct replay_ctx *c = arg;
 	struct kv_db *db = c->db;
 	struct kv_sst *t;
 	int rc;
 
-	if (!kv_mt_has_room(db->active, len)) {
+	if (!kv_mt_has_room(db->active, r->len)) {
 		/* replay overflowed a memtable: flush it right here. Its log
 		 * segments stay until the memtable holding their tail is
 		 * flushed; replay skips what the tables already have. */
@@ -150,7 +151,7 @@ static int replay_rec(uint64_t key, uint64_t seq, const void *val, uint32_t len,
 		if (rc)
 			return rc;
 	}
-	kv_mt_insert(db->active, key, seq, val, len);
+	kv_mt_insert(db->active, r->key, r->seq, r->val, r->len, r->crc);
 	c->records++;
 	return 0;
 }
@@ -193,8 +194,8 @@ static int lock_dir(const char *dir, int *fd)
 	if (*fd < 0 || flock(*fd, LOCK_EX | LOCK_NB))
 		return kv_fail(-errno, "cannot lock %s: %s%s", p, strerror(errno),
 			       errno == EWOULDBLOCK ? " (another process has this "
-						      "directory open)"
-						    : "");
+						      "directory open)" :
+						      "");
 	return 0;
 }
 
@@ -213,8 +214,9 @@ static int open_log_dir(struct kv_db *db)
 	snprintf(db->logdir, sizeof(db->logdir), "%s", db->dir);
 	if (db->o.log_dir) {
 		if (stat(db->o.log_dir, &st))
-			return kv_fail(-errno, "commit log directory %s: %s: create it, on a "
-					       "disk for writes that survive a host crash",
+			return kv_fail(-errno,
+				       "commit log directory %s: %s: create it, on a "
+				       "disk for writes that survive a host crash",
 				       db->o.log_dir, strerror(errno));
 		if (!S_ISDIR(st.st_mode))
 			return kv_fail(-ENOTDIR, "commit log directory %s is not a directory",
@@ -230,14 +232,16 @@ static int open_log_dir(struct kv_db *db)
 		prev[strcspn(prev, "\n")] = 0;
 	}
 	if (prev[0] && strcmp(prev, db->logdir))
-		return kv_fail(-EINVAL, "the commit log of %s is in %s (says %s/LOGDIR): open "
-					"it with that log dir (--log-dir)",
+		return kv_fail(-EINVAL,
+			       "the commit log of %s is in %s (says %s/LOGDIR): open "
+			       "it with that log dir (--log-dir)",
 			       db->dir, prev, db->dir);
 	if (!strcmp(db->logdir, db->dir))
 		return 0;
 	if (!prev[0] && kv_log_segments(db->dir))
-		return kv_fail(-EINVAL, "the commit log of %s is in the data dir itself: open it "
-					"without --log-dir (or move its commitlog-*.log files to %s)",
+		return kv_fail(-EINVAL,
+			       "the commit log of %s is in the data dir itself: open it "
+			       "without --log-dir (or move its commitlog-*.log files to %s)",
 			       db->dir, db->logdir);
 	rc = lock_dir(db->logdir, &db->loglockfd);
 	if (rc)
@@ -292,6 +296,45 @@ static void init_locks(struct kv_db *db)
 		pthread_mutex_init(&db->stripes[i], NULL);
 }
 
+/* kv_open, step 2 with keep: the memtable region, kept, laid out as
+ * [header: one huge page][half 0][half 1]. A region that is there and was
+ * kept for this data dir is checked against the log in step 3; anything
+ * else starts empty. */
+static int open_kept_memtables(struct kv_db *db, const char *rdir)
+{
+	const size_t hdr = 2u << 20;
+	size_t half = db->o.memtable_bytes;
+	uint64_t geo[4] = { half, hdr, 0, 0 };
+	int rc;
+
+	rc = kv_mem_create_kept(&db->mtmem, "memtable", hdr + 2 * half, rdir);
+	if (rc)
+		return rc;
+	/* attached: map it all now (MADV_POPULATE_READ, nothing zeroed); a
+	 * new one: its header here, the halves when they take writes */
+	rc = kv_mem_fault(&db->mtmem, 0, db->mtmem.attached ? db->mtmem.size : hdr);
+	if (rc)
+		return rc;
+	db->mthdr = (struct kv_kept_hdr *)db->mtmem.base;
+	kv_mt_init(&db->mt[0], &db->mtmem, hdr, half);
+	kv_mt_init(&db->mt[1], &db->mtmem, hdr + half, half);
+	db->mt[1].idx = 1;
+	db->keep.mt_attached = db->mtmem.attached;
+	if (db->mtmem.attached &&
+	    kv_kept_match(db->mthdr, KV_KEPT_MT_MAGIC, db->mtmem.size, db->keep_id, geo,
+			  db->keep.mt_why, sizeof(db->keep.mt_why))) {
+		db->mt_check = true; /* step 3 */
+		return 0;
+	}
+	db->mthdr->magic = 0;
+	db->active = &db->mt[0];
+	rc = kv_mt_reset(db->active);
+	if (!rc)
+		kv_kept_stamp(db->mthdr, KV_KEPT_MT_MAGIC, db->mtmem.size, db->keep_id, geo,
+			      KV_MT_STATE(0, 0, 0));
+	return rc;
+}
+
 /* kv_open, step 2: the row cache (prefaulting in the background from now
  * on) and the memtable region, its first half faulted in */
 static int open_memory(struct kv_db *db)
@@ -300,13 +343,28 @@ static int open_memory(struct kv_db *db)
 	const char *rdir = o->region_dir ? o->region_dir : db->dir;
 	int rc;
 
+	if (o->keep && (o->cache_backing != KV_MEM_SHMEM || o->memtable_backing != KV_MEM_SHMEM))
+		return kv_fail(-EINVAL, "kept regions need the row cache and the memtables on "
+					"shmem files in a tmpfs huge= dir (--cache-backend shmem "
+					"--memtable-backend shmem)");
+	/* with keep, the data dir's id the kept regions must carry; without,
+	 * no region kept before is valid any more */
+	rc = kv_keep_id(db->dir, o->keep, &db->keep_id);
+	if (rc)
+		return rc;
+	db->keep.on = o->keep;
+
 	/* row cache first, and start prefaulting it: it warms up while the
 	 * tables are opened, the log is replayed and requests arrive */
 	rc = kv_rc_init(&db->cache, o->cache_bytes, o->row_hint ? o->row_hint : 2048, NSTRIPES,
-			o->cache_backing, rdir);
+			o->cache_backing, rdir, o->keep ? db->keep_id : 0, &db->keep.cache_warm);
 	if (rc)
 		return rc;
 	db->cache_on = true;
+	db->keep.cache_attached = db->cache.mem.attached;
+	db->keep.cache_rows = db->cache.kept_rows;
+	db->keep.cache_dropped = db->cache.kept_dropped;
+	snprintf(db->keep.cache_why, sizeof(db->keep.cache_why), "%s", db->cache.cold_why);
 	rc = kv_mem_prefault_start(&db->cache.mem);
 	if (rc)
 		return kv_fail(rc, "cannot start the cache prefault: %s", hpr_strerror(rc));
@@ -314,12 +372,15 @@ static int open_memory(struct kv_db *db)
 	/* each half whole huge pages: releasing one half never touches a
 	 * huge page the other half still uses */
 	db->o.memtable_bytes = (o->memtable_bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	if (o->keep)
+		return open_kept_memtables(db, rdir);
 	rc = kv_mem_create(&db->mtmem, "memtable", 2 * db->o.memtable_bytes, o->memtable_backing,
 			   rdir);
 	if (rc)
 		return rc;
 	kv_mt_init(&db->mt[0], &db->mtmem, 0, db->mtmem.size / 2);
 	kv_mt_init(&db->mt[1], &db->mtmem, db->mtmem.size / 2, db->mtmem.size / 2);
+	db->mt[1].idx = 1;
 	db->active = &db->mt[0];
 	return kv_mt_reset(db->active);
 }
@@ -340,6 +401,44 @@ static int open_tables_and_log(struct kv_db *db)
 			max_seq = db->tables[i]->f.max_seq;
 
 	t0 = kv_now_ns();
+	if (db->mt_check) {
+		/* kept memtables: checked, and reconciled with the log */
+		uint64_t tmax = max_seq;
+
+		rc = kv__mt_recover(db, tmax, &max_gen, &max_seq, &torn);
+		if (!rc) {
+			db->keep.mt_warm = true;
+			kv__note(db,
+				 "kept memtables: %" PRIu64 " records kept, %" PRIu64
+				 " not in the log discarded, %" PRIu64 " replayed from the log%s "
+				 "in %.1f ms",
+				 db->keep.mt_kept, db->keep.mt_discarded, db->keep.mt_replayed,
+				 db->keep.imm_recovered ? ", an immutable memtable to flush" : "",
+				 (double)(kv_now_ns() - t0) / 1e6);
+			goto log_open;
+		}
+		if (rc != -ESTALE)
+			return rc;
+		/* start cold: both halves empty, the log replayed */
+		kv__note(db, "kept memtables not used (%s): replaying the commit log",
+			 db->keep.mt_why);
+		db->imm = NULL;
+		db->imm_busy = false;
+		db->keep.mt_kept = db->keep.mt_discarded = db->keep.mt_replayed = 0;
+		db->keep.imm_recovered = false;
+		db->mthdr->magic = 0;
+		db->active = &db->mt[0];
+		rc = kv_mt_reset(db->active);
+		if (rc)
+			return rc;
+		{
+			uint64_t geo[4] = { db->mt[0].size, db->mt[0].off, 0, 0 };
+
+			kv_kept_stamp(db->mthdr, KV_KEPT_MT_MAGIC, db->mtmem.size, db->keep_id, geo,
+				      KV_MT_STATE(0, 0, 0));
+		}
+		max_seq = tmax;
+	}
 	rc = kv_log_replay(db->logdir, max_seq, replay_rec, &rctx, &max_gen, &max_seq, &torn);
 	if (rc)
 		return rc;
@@ -347,6 +446,7 @@ static int open_tables_and_log(struct kv_db *db)
 		kv__note(db, "commit log replay: %" PRIu64 " records in %.1f ms%s", rctx.records,
 			 (double)(kv_now_ns() - t0) / 1e6,
 			 torn ? " (a torn tail was dropped: writes never acknowledged)" : "");
+log_open:
 	rc = kv_log_open(&db->log, db->logdir, max_gen + 1, max_seq, db->o.log_hook,
 			 db->o.log_hook_arg);
 	if (rc)
@@ -479,6 +579,9 @@ static int switch_memtable(struct kv_db *db)
 		set_sealed(old, false);
 		goto out;
 	}
+	/* keep: the kept state says so before anyone writes to next */
+	if (db->mthdr)
+		atomic_store(&db->mthdr->state, KV_MT_STATE(next->idx, 1, old->last_log_gen));
 	pthread_rwlock_wrlock(&db->lsm);
 	db->imm = old;
 	db->active = next;
@@ -496,6 +599,7 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 {
 	pthread_mutex_t *s = stripe(db, key);
 	uint64_t seq = 0;
+	uint32_t crc;
 	int rc;
 
 	if (len > (1u << 16))
@@ -508,11 +612,19 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		mt = db->active;
 		pthread_mutex_lock(&mt->mu);
 		if (!mt->sealed && kv_mt_has_room(mt, len)) {
+			/* Cassandra's row cache invalidates on write. Before the
+			 * append, not after: the syncer may write the record at
+			 * once, and a process killed between that and the
+			 * invalidation would leave a kept cache (restart.c) with
+			 * a row older than the log. No read refills it meanwhile:
+			 * a miss fills under the row lock we hold, and after it
+			 * skips this version until it is durable (kv_get). */
+			kv_rc_invalidate(&db->cache, key);
 			/* log and memtable in one critical section: seq order is
 			 * memtable order, and a switch (wrlock) sees neither half */
-			rc = kv_log_append(&db->log, key, val, len, &seq);
+			rc = kv_log_append(&db->log, key, val, len, &seq, &crc);
 			if (!rc)
-				kv_mt_insert(mt, key, seq, val, len);
+				kv_mt_insert(mt, key, seq, val, len, crc);
 			pthread_mutex_unlock(&mt->mu);
 			pthread_rwlock_unlock(&db->lsm);
 			break;
@@ -527,10 +639,6 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 		if (rc)
 			break;
 	}
-	/* Cassandra's row cache invalidates on write; the next read of the key
-	 * (under the same row lock) fills it with the new row */
-	if (!rc)
-		kv_rc_invalidate(&db->cache, key);
 	pthread_mutex_unlock(s);
 	if (rc)
 		return rc;
@@ -544,8 +652,8 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 	return 0;
 }
 
-int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
-	   uint64_t *seqp)
+static int get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+	       uint64_t *seqp, bool fill)
 {
 	pthread_mutex_t *s = stripe(db, key);
 	const struct kv_mt_node *n = NULL;
@@ -607,10 +715,26 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 		}
 	}
 	pthread_rwlock_unlock(&db->lsm);
-	if (!rc && !newer)
+	if (!rc && !newer && fill)
 		kv_rc_put(&db->cache, key, seq, buf, vlen);
 	pthread_mutex_unlock(s);
 	return rc;
+}
+
+int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len, uint64_t *seqp)
+{
+	return get(db, key, buf, cap, len, seqp, true);
+}
+
+int kv_get_nofill(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+		  uint64_t *seqp)
+{
+	return get(db, key, buf, cap, len, seqp, false);
+}
+
+void kv_db_keep_info(struct kv_db *db, struct kv_keep_info *ki)
+{
+	*ki = db->keep;
 }
 
 /* ---- observing ---- */
@@ -627,6 +751,7 @@ void kv_db_stats(struct kv_db *db, struct kv_stats *st)
 	st->cache_hits = atomic_load(&db->cache.hits);
 	st->cache_misses = atomic_load(&db->cache.misses);
 	st->cache_evictions = atomic_load(&db->cache.evictions);
+	st->cache_crc_dropped = atomic_load(&db->cache.crc_dropped);
 	pthread_mutex_lock(&db->log.mu);
 	st->log_batches = db->log.batches;
 	st->log_bytes = db->log.synced_bytes;

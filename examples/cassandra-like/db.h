@@ -18,19 +18,23 @@
 
 struct kv_db {
 	struct kv_opts o;
-	char dir[PATH_MAX];	/* data dir, resolved */
-	char mount[128];	/* "tmpfs huge=always", "ext4 (not tmpfs)" */
-	int lockfd;		/* flock on DIR/LOCK: one process per data dir */
-	char logdir[PATH_MAX];	/* the commit log's dir, resolved: dir by default */
-	int loglockfd;		/* flock on LOGDIR/LOCK when it is not dir */
+	char dir[PATH_MAX];    /* data dir, resolved */
+	char mount[128];       /* "tmpfs huge=always", "ext4 (not tmpfs)" */
+	int lockfd;	       /* flock on DIR/LOCK: one process per data dir */
+	char logdir[PATH_MAX]; /* the commit log's dir, resolved: dir by default */
+	int loglockfd;	       /* flock on LOGDIR/LOCK when it is not dir */
 	struct kv_log log;
 	bool log_open;
-	struct kv_mem mtmem;	/* the memtable region: two halves */
+	struct kv_mem mtmem;	   /* the memtable region: two halves */
+	struct kv_kept_hdr *mthdr; /* keep: its header, a huge page before the halves */
+	bool mt_check;		   /* keep: kept memtables to check against the log */
+	uint64_t keep_id;	   /* keep: the data dir's KEEPID */
+	struct kv_keep_info keep;
 	struct kv_memtable mt[2];
 	struct kv_memtable *active, *imm; /* imm: being flushed, or NULL */
-	pthread_rwlock_t lsm;	/* guards active, imm, tables, ntables */
-	pthread_mutex_t switch_mu; /* one memtable switch at a time */
-	struct kv_sst **tables; /* newest first */
+	pthread_rwlock_t lsm;		  /* guards active, imm, tables, ntables */
+	pthread_mutex_t switch_mu;	  /* one memtable switch at a time */
+	struct kv_sst **tables;		  /* newest first */
 	size_t ntables;
 	_Atomic uint64_t next_gen; /* file number of the next table */
 	struct kv_rowcache cache;
@@ -38,12 +42,12 @@ struct kv_db {
 	pthread_mutex_t stripes[NSTRIPES]; /* row locks, by key hash */
 	pthread_t flusher, compactor;
 	bool threads_on;
-	pthread_mutex_t bg_mu;	/* guards the flags below; bg_cv signals them */
+	pthread_mutex_t bg_mu; /* guards the flags below; bg_cv signals them */
 	pthread_cond_t bg_cv;
 	bool stop, imm_busy, compact_wanted, compacting;
-	int bg_err;		/* a failed flush: no more memtable switches */
-	char bg_msg[512];	/* bg_err's message, for the writers it stops */
-	int compact_err;	/* a failed compaction: no more compactions */
+	int bg_err;	  /* a failed flush: no more memtable switches */
+	char bg_msg[512]; /* bg_err's message, for the writers it stops */
+	int compact_err;  /* a failed compaction: no more compactions */
 	_Atomic uint64_t puts, gets, flushes, compactions, stalls, stall_ns;
 };
 
@@ -55,6 +59,10 @@ int kv__flush_mt(struct kv_db *db, struct kv_memtable *mt, struct kv_sst **out);
 /* caller holds lsm for writing, or is alone (open) */
 int kv__add_table_front(struct kv_db *db, struct kv_sst *t);
 void *kv__flusher_main(void *arg);
+/* restart.c: check the kept memtables and reconcile them with the commit
+ * log (records after tmax); -ESTALE (db->keep.mt_why): start cold */
+int kv__mt_recover(struct kv_db *db, uint64_t tmax, uint64_t *max_gen, uint64_t *max_seq,
+		   uint64_t *torn);
 void *kv__compactor_main(void *arg);
 
 #endif /* KV_DB_H */

@@ -16,6 +16,11 @@
  * Where hpregion comes in is all in mem.c (struct kv_mem): a region, or for
  * the comparison run plain 4 KiB-page memory with the same calls.
  *
+ * Fast restart (kv_opts.keep, restart.c): the row cache and the memtables
+ * in kept regions (hpregion's HPR_F_ATTACH) that the next process attaches
+ * to; each is checked at open, the memtables against the commit log, and
+ * whatever fails its checks starts cold.
+ *
  * Durability: a put is acknowledged only once its commit-log record is
  * fdatasync'ed. On open the log is replayed into the memtable, so a kill -9
  * loses no acknowledged write. What "acknowledged" promises depends on
@@ -72,7 +77,8 @@ struct kv_mem {
 	hpr_region *r; /* NULL for KV_MEM_BASE */
 	char *base;
 	size_t size;
-	size_t unit; /* fault/release granularity: the huge page size */
+	size_t unit;   /* fault/release granularity: the huge page size */
+	bool attached; /* a kept region found from a previous process */
 	/* KV_MEM_BASE background prefault: a plain thread */
 	pthread_t toucher;
 	bool toucher_on;
@@ -82,6 +88,10 @@ struct kv_mem {
 
 int kv_mem_create(struct kv_mem *m, const char *name, size_t size, enum kv_backing b,
 		  const char *dir);
+/* A kept SHMEM region: the file dir/name (hpregion HPR_F_ATTACH), attached
+ * if it is there with this size (m->attached), else made anew. A file of
+ * another size or that is not a kept region is replaced. */
+int kv_mem_create_kept(struct kv_mem *m, const char *name, size_t size, const char *dir);
 void kv_mem_destroy(struct kv_mem *m);
 int kv_mem_fault(struct kv_mem *m, size_t off, size_t len);
 int kv_mem_release(struct kv_mem *m, size_t off, size_t len);
@@ -93,6 +103,50 @@ int kv_mem_coverage(struct kv_mem *m, size_t *resident, size_t *huge);
 const char *kv_backing_name(enum kv_backing b);
 /* Sum Rss and PMD-mapped bytes of the mappings of files under dir. */
 int kv_smaps_files(const char *dir, size_t *resident, size_t *huge);
+
+/* ---- kept regions (restart.c) ---- */
+
+/*
+ * With kv_opts.keep the row cache and the memtables live in kept regions
+ * (hpregion's HPR_F_ATTACH: files on the tmpfs huge= mount that outlive the
+ * process), and a restart attaches to them instead of starting cold. Each
+ * begins with this header; a region whose header does not match -- other
+ * magic, version, size or geometry, or kept for another data dir -- is
+ * started afresh. The fields up to crc are written once, at create; state
+ * is one aligned 64-bit word, changed by single stores.
+ */
+#define KV_KEPT_VERSION 1
+#define KV_KEPT_RC_MAGIC 0x4548434143525656ull /* "VVRCACHE" */
+#define KV_KEPT_MT_MAGIC 0x4c42544d454d5656ull /* "VVMEMTBL" */
+
+struct kv_kept_hdr {
+	uint64_t magic;
+	uint32_t version, hdr_bytes;
+	uint64_t region_size;
+	uint64_t owner;		/* the data dir's KEEPID */
+	uint64_t geo[4];	/* layout: row cache nbuckets, nframes, frame_size,
+				   frames_off; memtables: half size, half 0's offset */
+	uint32_t crc, pad;	/* crc32c of the fields above */
+	_Atomic uint64_t state; /* row cache: the frame being filled; memtables:
+				   KV_MT_STATE() */
+};
+
+/* the memtable region's state: which half takes writes, and whether the
+ * other is immutable (switched out, not yet flushed) with the log segments
+ * up to imm_gen */
+#define KV_MT_STATE(active, imm, imm_gen) \
+	((uint64_t)(active) | (uint64_t)(imm) << 1 | (uint64_t)(imm_gen) << 2)
+
+/* The data dir's id for kept regions (DIR/KEEPID, made on first use). A
+ * region is attached only if it was kept for this id; an open without keep
+ * removes the file, so no region kept before it is ever attached again (its
+ * row cache would no longer match the tables). */
+int kv_keep_id(const char *dir, bool keep, uint64_t *id);
+void kv_kept_stamp(struct kv_kept_hdr *h, uint64_t magic, size_t size, uint64_t owner,
+		   const uint64_t geo[4], uint64_t state);
+/* true if h is a header kv_kept_stamp() wrote with these values; else why */
+bool kv_kept_match(const struct kv_kept_hdr *h, uint64_t magic, size_t size, uint64_t owner,
+		   const uint64_t geo[4], char *why, size_t n);
 
 /* ---- commit log (commitlog.c) ---- */
 
@@ -108,7 +162,7 @@ struct kv_log {
 	_Atomic uint64_t durable; /* last sequence number fdatasync'ed */
 	off_t synced_off;	  /* the segment's length after the last good batch */
 	bool syncing, stop;
-	int err; /* sticky: after a failed write nothing more is acknowledged */
+	int err;	  /* sticky: after a failed write nothing more is acknowledged */
 	char errmsg[256]; /* err's message, for the client threads (kv_fail) */
 	pthread_t syncer;
 	uint64_t batches, synced_bytes;
@@ -117,18 +171,28 @@ struct kv_log {
 	void *hook_arg;
 };
 
-typedef int (*kv_replay_fn)(uint64_t key, uint64_t seq, const void *val, uint32_t len,
-			    void *arg);
+/* A record as replay hands it over: val is valid during the call only. */
+struct kv_log_rec {
+	uint64_t key, seq;
+	uint64_t gen; /* the segment it is in */
+	uint32_t len, crc;
+	const void *val;
+};
+typedef int (*kv_replay_fn)(const struct kv_log_rec *r, void *arg);
 /* Replay every segment in dir, oldest first, calling fn for records with
  * seq > min_seq. *max_gen / *max_seq: highest segment and sequence seen. */
-int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg,
-		  uint64_t *max_gen, uint64_t *max_seq, uint64_t *torn_bytes);
+int kv_log_replay(const char *dir, uint64_t min_seq, kv_replay_fn fn, void *arg, uint64_t *max_gen,
+		  uint64_t *max_seq, uint64_t *torn_bytes);
 int kv_log_open(struct kv_log *l, const char *dir, uint64_t gen, uint64_t last_seq,
 		void (*hook)(void *arg), void *hook_arg);
 void kv_log_close(struct kv_log *l);
-/* Append a record; assigns and returns its sequence number in *seq. */
-int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len,
-		  uint64_t *seq);
+/* Append a record; assigns and returns its sequence number in *seq and
+ * its checksum (kv_log_crc) in *crc. */
+int kv_log_append(struct kv_log *l, uint64_t key, const void *val, uint32_t len, uint64_t *seq,
+		  uint32_t *crc);
+/* A record's crc32c (of seq, key, len and the value): the log's and the
+ * memtable node's, so a kept memtable is checked against the log by it. */
+uint32_t kv_log_crc(uint64_t key, uint64_t seq, const void *val, uint32_t len);
 /* The last durable sequence number: readers skip anything newer (db.c). */
 static inline uint64_t kv_log_durable(struct kv_log *l)
 {
@@ -148,11 +212,15 @@ size_t kv_log_segments(const char *dir);
 
 #define KV_MT_MAXH 16
 
+/* Links are offsets from the arena's base (0: none; the head is at 0),
+ * not pointers: a kept memtable (restart.c) maps at another address in the
+ * next process and its list is still whole. */
 struct kv_mt_node {
 	uint64_t key, seq;
 	uint32_t vlen;
 	uint32_t height;
-	_Atomic(struct kv_mt_node *) next[]; /* [height], then the value */
+	uint32_t crc, pad;	 /* kv_log_crc(key, seq, value): its log record's */
+	_Atomic uint64_t next[]; /* [height], then the value */
 };
 
 struct kv_memtable {
@@ -167,15 +235,16 @@ struct kv_memtable {
 	_Atomic uint64_t entries;
 	uint64_t min_seq, max_seq;
 	uint64_t last_log_gen; /* log segments this memtable covers */
+	int idx;	       /* which half of the region: 0 or 1 */
 };
 
 int kv_mt_init(struct kv_memtable *mt, struct kv_mem *mem, size_t off, size_t size);
-int kv_mt_reset(struct kv_memtable *mt); /* fault the arena in, empty list */
+int kv_mt_reset(struct kv_memtable *mt);    /* fault the arena in, empty list */
 void kv_mt_release(struct kv_memtable *mt); /* give the arena back lazily */
 bool kv_mt_has_room(const struct kv_memtable *mt, uint32_t vlen);
-/* caller holds mt->mu and checked kv_mt_has_room() */
+/* caller holds mt->mu and checked kv_mt_has_room(); crc: kv_log_crc() */
 void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void *val,
-		  uint32_t vlen);
+		  uint32_t vlen, uint32_t crc);
 /* Newest version of key with seq <= upto, or NULL; lock-free. *newer is
  * set when a version newer than upto was skipped (a write not yet durable). */
 const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key, uint64_t upto,
@@ -186,14 +255,20 @@ static inline const void *kv_mt_value(const struct kv_mt_node *n)
 }
 /* first node at level 0, and the next node with a different key */
 const struct kv_mt_node *kv_mt_first(const struct kv_memtable *mt);
-const struct kv_mt_node *kv_mt_next_key(const struct kv_mt_node *n);
+const struct kv_mt_node *kv_mt_next_key(const struct kv_memtable *mt, const struct kv_mt_node *n);
+/* a node's size in the arena, and the node at offset off (0: NULL) */
+size_t kv_mt_node_size(unsigned height, uint32_t vlen);
+static inline struct kv_mt_node *kv_mt_at(const struct kv_memtable *mt, uint64_t off)
+{
+	return off ? (struct kv_mt_node *)(mt->base + off) : NULL;
+}
 
 /* ---- SSTables (sstable.c) ---- */
 
 struct kv_sst_rec {
 	uint64_t key, seq;
 	uint32_t vlen, crc; /* crc32c of key, seq, vlen and the value */
-	/* value, padded to 8 bytes */
+			    /* value, padded to 8 bytes */
 };
 
 struct kv_sst_footer {
@@ -236,8 +311,7 @@ static inline const void *kv_sst_value(const struct kv_sst_rec *r)
 const struct kv_sst_rec *kv_sst_first(const struct kv_sst *t);
 const struct kv_sst_rec *kv_sst_next(const struct kv_sst *t, const struct kv_sst_rec *r);
 bool kv_sst_rec_ok(const struct kv_sst_rec *r);
-int kv_sst_writer_open(struct kv_sst_writer *w, const char *dir, uint64_t gen,
-		       uint64_t max_count);
+int kv_sst_writer_open(struct kv_sst_writer *w, const char *dir, uint64_t gen, uint64_t max_count);
 int kv_sst_writer_add(struct kv_sst_writer *w, uint64_t key, uint64_t seq, const void *val,
 		      uint32_t vlen);
 /* fsync, rename into place, fsync the dir and open the table */
@@ -246,10 +320,11 @@ void kv_sst_writer_abort(struct kv_sst_writer *w);
 
 /* ---- row cache (rowcache.c) ---- */
 
+/* in the region, after its header: a kept cache keeps them too */
 struct kv_rc_frame {
 	_Atomic uint32_t gen; /* bumped on eviction: stale index entries */
 	uint32_t used;
-	bool live;
+	uint32_t live, pad;
 };
 
 struct kv_rc_slot {
@@ -258,27 +333,32 @@ struct kv_rc_slot {
 };
 
 struct kv_rowcache {
-	struct kv_mem mem;     /* [index][frame 0][frame 1]... */
+	struct kv_mem mem; /* [header, frame table, index][frame 0][frame 1]... */
+	struct kv_kept_hdr *hdr;
 	size_t frame_size, nframes, frames_off;
-	size_t nbuckets;       /* power of two, KV_RC_WAYS slots each */
+	size_t nbuckets; /* power of two, KV_RC_WAYS slots each */
 	struct kv_rc_slot *slots;
 	struct kv_rc_frame *frames;
 	pthread_mutex_t alloc_mu;
-	size_t cur;            /* frame being filled; nframes: none yet */
-	size_t free_ahead;     /* frames kept released ahead of the writer */
-	_Atomic uint64_t hits, misses, inserts, evictions, torn;
+	size_t cur;			  /* frame being filled; nframes: none yet */
+	size_t free_ahead;		  /* frames kept released ahead of the writer */
+	bool check_crc;			  /* kept: a hit's row is checked against its crc */
+	uint64_t kept_rows, kept_dropped; /* a kept cache: index slots kept and cleared */
+	char cold_why[160];		  /* a kept cache started cold: why */
+	_Atomic uint64_t hits, misses, inserts, evictions, torn, crc_dropped;
 };
 #define KV_RC_WAYS 8
 
+/* keep_id != 0: a kept region (restart.c), attached and checked if it is
+ * there and was kept for keep_id; *warm says whether its rows were kept */
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
-	       enum kv_backing b, const char *dir);
+	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm);
 void kv_rc_destroy(struct kv_rowcache *rc);
 /* Lock-free (a seqlock-style copy): a hit is an intact row that was in
  * the cache during the call. */
-bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap,
-	       uint32_t *len, uint64_t *seq);
-void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val,
-	       uint32_t len);
+bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+	       uint64_t *seq);
+void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val, uint32_t len);
 /* kv_rc_put and kv_rc_invalidate: the caller holds the row lock of key */
 void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 
@@ -286,26 +366,50 @@ void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
 
 struct kv_opts {
 	const char *data_dir;
-	const char *region_dir;	    /* tmpfs huge= dir for SHMEM regions; NULL: data_dir */
-	const char *log_dir;	    /* the commit log's dir, any file system; NULL: data_dir */
+	const char *region_dir; /* tmpfs huge= dir for SHMEM regions; NULL: data_dir */
+	const char *log_dir;	/* the commit log's dir, any file system; NULL: data_dir */
 	enum kv_backing cache_backing;
 	enum kv_backing memtable_backing;
-	size_t cache_bytes;	    /* row cache size */
-	size_t memtable_bytes;	    /* one memtable; the region holds two */
-	size_t row_hint;	    /* typical value size, sizes the cache index */
-	unsigned compact_min;	    /* tables merged at once (size-tiered); 0: 4 */
-	bool allow_disk;	    /* data dir not on tmpfs: warn instead of fail */
+	size_t cache_bytes;    /* row cache size */
+	size_t memtable_bytes; /* one memtable; the region holds two */
+	size_t row_hint;       /* typical value size, sizes the cache index */
+	unsigned compact_min;  /* tables merged at once (size-tiered); 0: 4 */
+	bool allow_disk;       /* data dir not on tmpfs: warn instead of fail */
 	bool quiet;
+	/* Row cache and memtables in kept regions (restart.c): files "rowcache"
+	 * and "memtable" in region_dir, on a tmpfs huge= mount, that the next
+	 * open attaches to and checks. Both backings must be KV_MEM_SHMEM. */
+	bool keep;
 	/* tests only: called by the commit-log syncer before it writes each
 	 * batch, with no lock held (tests/cass_*.c stall the syncer here) */
 	void (*log_hook)(void *arg);
 	void *log_hook_arg;
+	/* tests only: called by the flusher with an immutable memtable in
+	 * hand, before it writes the table, with no lock held */
+	void (*flush_hook)(void *arg);
+	void *flush_hook_arg;
+};
+
+/* What an open with keep found (kv_db_keep_info) */
+struct kv_keep_info {
+	bool on;
+	bool cache_attached, cache_warm;  /* a kept cache found; its rows kept */
+	bool mt_attached, mt_warm;	  /* kept memtables found; checked and kept */
+	bool imm_recovered;		  /* an immutable half came back, to flush */
+	bool imm_flushed;		  /* an immutable half was in the tables already */
+	uint64_t cache_rows;		  /* row cache slots kept */
+	uint64_t cache_dropped;		  /* slots cleared: not in a live frame */
+	uint64_t mt_kept;		  /* memtable nodes kept: in the log */
+	uint64_t mt_discarded;		  /* nodes unlinked: not in the log */
+	uint64_t mt_replayed;		  /* log records missing from the kept nodes */
+	char cache_why[160], mt_why[160]; /* why either started cold */
 };
 
 struct kv_stats {
 	uint64_t puts, gets, flushes, compactions, tables, stalls, stall_ns;
 	uint64_t log_batches, log_bytes;
 	uint64_t cache_hits, cache_misses, cache_evictions;
+	uint64_t cache_crc_dropped; /* kept rows that failed their crc: never returned */
 	uint64_t sst_bytes;
 	size_t prefault_done, prefault_total;
 };
@@ -318,8 +422,11 @@ void kv_close(struct kv_db *db);
  * number: a later write to the same key always gets a larger one. */
 int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64_t *seq);
 /* 0 and the newest value, -ENOENT, -ENOBUFS (cap too small: *len = need) */
-int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
-	   uint64_t *seq);
+int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len, uint64_t *seq);
+/* kv_get that does not fill the row cache on a miss (a scan, a check) */
+int kv_get_nofill(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+		  uint64_t *seq);
+void kv_db_keep_info(struct kv_db *db, struct kv_keep_info *ki);
 void kv_db_stats(struct kv_db *db, struct kv_stats *st);
 /* coverage of the cache, memtable and table mappings (resident, huge) */
 void kv_db_coverage(struct kv_db *db, size_t res[3], size_t huge[3]);

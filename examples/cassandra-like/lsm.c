@@ -55,8 +55,8 @@ int kv__load_tables(struct kv_db *db)
 		if (rc)
 			break;
 		if (db->ntables == cap) {
-			struct kv_sst **n = realloc(db->tables, (cap = cap ? cap * 2 : 16) *
-								   sizeof(*n));
+			struct kv_sst **n =
+				realloc(db->tables, (cap = cap ? cap * 2 : 16) * sizeof(*n));
 
 			if (!n) {
 				kv_sst_close(t, false);
@@ -108,7 +108,7 @@ int kv__flush_mt(struct kv_db *db, struct kv_memtable *mt, struct kv_sst **out)
 				atomic_load(&mt->entries));
 	if (rc)
 		return rc;
-	for (const struct kv_mt_node *n = kv_mt_first(mt); n; n = kv_mt_next_key(n)) {
+	for (const struct kv_mt_node *n = kv_mt_first(mt); n; n = kv_mt_next_key(mt, n)) {
 		rc = kv_sst_writer_add(&w, n->key, n->seq, kv_mt_value(n), n->vlen);
 		if (rc) {
 			kv_sst_writer_abort(&w);
@@ -150,12 +150,20 @@ void *kv__flusher_main(void *arg)
 		pthread_mutex_unlock(&db->bg_mu);
 
 		mt = db->imm;
+		if (db->o.flush_hook)
+			db->o.flush_hook(db->o.flush_hook_arg);
 		rc = kv__flush_mt(db, mt, &t);
 		if (!rc) {
 			pthread_rwlock_wrlock(&db->lsm);
 			rc = kv__add_table_front(db, t);
-			if (!rc)
+			if (!rc) {
 				db->imm = NULL;
+				/* keep: the table is in place; a restart must not
+				 * take the half as unflushed (restart.c) */
+				if (db->mthdr)
+					atomic_store(&db->mthdr->state,
+						     KV_MT_STATE(db->active->idx, 0, 0));
+			}
 			pthread_rwlock_unlock(&db->lsm);
 			if (rc)
 				kv_sst_close(t, true);
@@ -167,8 +175,10 @@ void *kv__flusher_main(void *arg)
 			kv_mt_release(mt);
 			atomic_fetch_add(&db->flushes, 1);
 		} else {
-			kv__note(db, "%s; writes will be refused once the memtable is full, reads go on",
-			     kv_errmsg(rc));
+			kv__note(
+				db,
+				"%s; writes will be refused once the memtable is full, reads go on",
+				kv_errmsg(rc));
 		}
 		pthread_mutex_lock(&db->bg_mu);
 		if (rc) {
@@ -231,13 +241,13 @@ static int merge(struct kv_db *db, struct kv_sst **in, size_t k, struct kv_sst *
 		if (!best)
 			break;
 		if (!kv_sst_rec_ok(best)) {
-			rc = kv_fail(-EIO, "compaction: a record of key %" PRIu64
-					   " fails its checksum; table left as it is",
+			rc = kv_fail(-EIO,
+				     "compaction: a record of key %" PRIu64
+				     " fails its checksum; table left as it is",
 				     best->key);
 			break;
 		}
-		rc = kv_sst_writer_add(&w, best->key, best->seq, kv_sst_value(best),
-				       best->vlen);
+		rc = kv_sst_writer_add(&w, best->key, best->seq, kv_sst_value(best), best->vlen);
 		if (rc)
 			break;
 		uint64_t key = best->key;

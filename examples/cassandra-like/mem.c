@@ -22,6 +22,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,40 @@ int kv_mem_create(struct kv_mem *m, const char *name, size_t size, enum kv_backi
 	if (rc)
 		return kv_fail(rc, "%s region (%s, %zu MiB): %s", name, kv_backing_name(b),
 			       size >> 20, hpr_strerror(rc));
+	m->base = hpr_base(m->r);
+	m->size = hpr_size(m->r);
+	m->unit = hpr_page_size(m->r);
+	return 0;
+}
+
+int kv_mem_create_kept(struct kv_mem *m, const char *name, size_t size, const char *dir)
+{
+	struct hpr_config c;
+	char path[PATH_MAX];
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->backing = KV_MEM_SHMEM;
+	hpr_config_init(&c);
+	c.size = size;
+	c.name = name;
+	c.backend = HPR_BACKEND_SHMEM;
+	c.path = dir;
+	/* shared: writes go to the file, and the next process sees them */
+	c.flags = HPR_F_ATTACH | HPR_F_SHARED;
+	rc = hpr_create(&c, &m->r);
+	if (rc == -ERANGE || rc == -EBADMSG) {
+		/* another size (the options changed), or not a kept region:
+		 * its contents are of no use to this configuration */
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		if (unlink(path) == 0)
+			rc = hpr_create(&c, &m->r);
+	}
+	if (rc)
+		return kv_fail(rc, "%s: kept region %s/%s (%zu MiB): %s", name, dir, name,
+			       size >> 20, hpr_strerror(rc));
+	m->attached = hpr_attached(m->r);
 	m->base = hpr_base(m->r);
 	m->size = hpr_size(m->r);
 	m->unit = hpr_page_size(m->r);
@@ -218,16 +253,19 @@ static int smaps_sum(uintptr_t lo, uintptr_t hi, const char *dir, size_t *res, s
 		char *path;
 		size_t kb;
 
-		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
 			if (dir) {
 				path = strchr(line, '/');
-				in = path && !strncmp(path, dir, dl) && path[dl] == '/';
+				/* the tables only: kept regions are files there too */
+				in = path && !strncmp(path, dir, dl) && path[dl] == '/' &&
+				     !strncmp(path + dl + 1, "sst-", 4);
 			} else {
 				in = a < hi && b > lo;
 				/* a VMA merged with a neighbour: count our share */
 				part = in ? (double)((b < hi ? b : hi) - (a > lo ? a : lo)) /
-						    (double)(b - a)
-					  : 0;
+						       (double)(b - a) :
+					    0;
 			}
 			continue;
 		}
@@ -250,8 +288,8 @@ int kv_mem_coverage(struct kv_mem *m, size_t *resident, size_t *huge)
 	int rc;
 
 	if (!m->r)
-		return smaps_sum((uintptr_t)m->base, (uintptr_t)m->base + m->size, NULL,
-				 resident, huge);
+		return smaps_sum((uintptr_t)m->base, (uintptr_t)m->base + m->size, NULL, resident,
+				 huge);
 	rc = hpr_stats(m->r, &st);
 	if (rc)
 		return rc;

@@ -17,6 +17,11 @@
  * durable sequence number, so no read returns a write that is not yet
  * acknowledged (and may never be, if the log write fails).
  *
+ * Links are offsets from the arena's base, not pointers, and every node
+ * carries its log record's crc: a kept memtable (kv_opts.keep, restart.c)
+ * is found again by the next process, at another address, and checked
+ * node by node against the commit log.
+ *
  * This is where huge pages pay most: every insert and every lookup chases
  * ~log2(n) pointers scattered over the whole arena -- one TLB miss each
  * with 4 KiB pages once the arena is bigger than the TLB's reach.
@@ -27,12 +32,14 @@
 
 #include <string.h>
 
-static size_t node_size(unsigned height, uint32_t vlen)
+size_t kv_mt_node_size(unsigned height, uint32_t vlen)
 {
-	size_t s = sizeof(struct kv_mt_node) + height * sizeof(void *) + vlen;
+	size_t s = sizeof(struct kv_mt_node) + height * sizeof(uint64_t) + vlen;
 
 	return (s + 7) & ~(size_t)7;
 }
+
+#define node_size kv_mt_node_size
 
 int kv_mt_init(struct kv_memtable *mt, struct kv_mem *mem, size_t off, size_t size)
 {
@@ -52,7 +59,7 @@ int kv_mt_reset(struct kv_memtable *mt)
 
 	if (rc)
 		return rc;
-	mt->head = (struct kv_mt_node *)mt->base;
+	mt->head = (struct kv_mt_node *)mt->base; /* at offset 0: "no node" */
 	memset(mt->head, 0, node_size(KV_MT_MAXH, 0));
 	mt->head->height = KV_MT_MAXH;
 	mt->used = node_size(KV_MT_MAXH, 0);
@@ -81,13 +88,14 @@ static bool before(const struct kv_mt_node *n, uint64_t key, uint64_t seq)
 	return n->key < key || (n->key == key && n->seq > seq);
 }
 
-static struct kv_mt_node *next_of(const struct kv_mt_node *n, int lvl)
+static struct kv_mt_node *next_of(const struct kv_memtable *mt, const struct kv_mt_node *n, int lvl)
 {
-	return atomic_load_explicit(&((struct kv_mt_node *)n)->next[lvl], memory_order_acquire);
+	return kv_mt_at(mt, atomic_load_explicit(&((struct kv_mt_node *)n)->next[lvl],
+						 memory_order_acquire));
 }
 
 void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void *val,
-		  uint32_t vlen)
+		  uint32_t vlen, uint32_t crc)
 {
 	struct kv_mt_node *prev[KV_MT_MAXH], *x = mt->head, *n;
 	int h = 1, top = atomic_load_explicit(&mt->height, memory_order_relaxed);
@@ -98,7 +106,7 @@ void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void
 	for (int lvl = top - 1; lvl >= 0; lvl--) {
 		struct kv_mt_node *nx;
 
-		while ((nx = next_of(x, lvl)) && before(nx, key, seq))
+		while ((nx = next_of(mt, x, lvl)) && before(nx, key, seq))
 			x = nx;
 		prev[lvl] = x;
 	}
@@ -115,11 +123,18 @@ void kv_mt_insert(struct kv_memtable *mt, uint64_t key, uint64_t seq, const void
 	n->seq = seq;
 	n->vlen = vlen;
 	n->height = (uint32_t)h;
+	n->crc = crc;
+	n->pad = 0;
 	memcpy((char *)kv_mt_value(n), val, vlen);
+	/* bottom up: a process killed between two levels leaves a list that
+	 * is whole at level 0 and merely skips the node higher up */
 	for (int lvl = 0; lvl < h; lvl++) {
-		atomic_store_explicit(&n->next[lvl], next_of(prev[lvl], lvl),
+		atomic_store_explicit(&n->next[lvl],
+				      atomic_load_explicit(&prev[lvl]->next[lvl],
+							   memory_order_relaxed),
 				      memory_order_relaxed);
-		atomic_store_explicit(&prev[lvl]->next[lvl], n, memory_order_release);
+		atomic_store_explicit(&prev[lvl]->next[lvl], (uint64_t)((char *)n - mt->base),
+				      memory_order_release);
 	}
 	if (!mt->min_seq)
 		mt->min_seq = seq;
@@ -134,27 +149,27 @@ const struct kv_mt_node *kv_mt_get(const struct kv_memtable *mt, uint64_t key, u
 
 	for (int lvl = atomic_load_explicit(&mt->height, memory_order_relaxed) - 1; lvl >= 0;
 	     lvl--) {
-		while ((nx = next_of(x, lvl)) && nx->key < key)
+		while ((nx = next_of(mt, x, lvl)) && nx->key < key)
 			x = nx;
 	}
 	/* a key's versions are newest first: skip those not yet durable */
 	while (nx && nx->key == key && nx->seq > upto) {
 		*newer = true;
-		nx = next_of(nx, 0);
+		nx = next_of(mt, nx, 0);
 	}
 	return nx && nx->key == key ? nx : NULL;
 }
 
 const struct kv_mt_node *kv_mt_first(const struct kv_memtable *mt)
 {
-	return next_of(mt->head, 0);
+	return next_of(mt, mt->head, 0);
 }
 
-const struct kv_mt_node *kv_mt_next_key(const struct kv_mt_node *n)
+const struct kv_mt_node *kv_mt_next_key(const struct kv_memtable *mt, const struct kv_mt_node *n)
 {
-	const struct kv_mt_node *x = next_of(n, 0);
+	const struct kv_mt_node *x = next_of(mt, n, 0);
 
 	while (x && x->key == n->key)
-		x = next_of(x, 0);
+		x = next_of(mt, x, 0);
 	return x;
 }

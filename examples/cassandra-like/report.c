@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The driver's reports: the latency histogram, one table row per run, the
+ * The driver's reports: one table row per run, the
  * side-by-side summary (huge vs base pages, ratio as the median of the
  * interleaved pairs) and the JSON file (--json) for scripts and bench/run.
  */
@@ -12,64 +12,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- latency histogram: log-linear buckets, ~3 % precision ---- */
-
-static unsigned hidx(uint64_t v)
-{
-	unsigned msb, shift;
-
-	if (v < 64)
-		return (unsigned)v;
-	msb = 63u - (unsigned)__builtin_clzll(v);
-	shift = msb - 5;
-	return shift * 32 + (unsigned)(v >> shift);
-}
-
-static uint64_t hval(unsigned i)
-{
-	unsigned shift;
-
-	if (i < 64)
-		return i;
-	shift = i / 32 - 1;
-	return (uint64_t)(i % 32 + 32) << shift;
-}
-
-void hist_add(struct hist *h, uint64_t ns)
-{
-	unsigned i = hidx(ns);
-
-	h->b[i < HB ? i : HB - 1]++;
-	h->n++;
-	h->sum += ns;
-	if (ns > h->max)
-		h->max = ns;
-}
-
-void hist_merge(struct hist *d, const struct hist *s)
-{
-	for (int i = 0; i < HB; i++)
-		d->b[i] += s->b[i];
-	d->n += s->n;
-	d->sum += s->sum;
-	if (s->max > d->max)
-		d->max = s->max;
-}
-
-double hist_pct_us(const struct hist *h, double p)
-{
-	uint64_t want = (uint64_t)ceil(p * (double)h->n), seen = 0;
-
-	if (!h->n)
-		return 0;
-	for (int i = 0; i < HB; i++) {
-		seen += h->b[i];
-		if (seen >= want && h->b[i])
-			return (double)hval((unsigned)i + 1) / 1000.0; /* bucket top */
-	}
-	return (double)h->max / 1000.0;
-}
 
 static double pct(size_t part, size_t whole)
 {
@@ -101,9 +43,14 @@ void print_run_header(void)
 	       "F: 50%% read, 50%% read-modify-write; U: 5/95)\n"
 	       "latencies in us; cache, memt, tables: %% of the resident memory that is "
 	       "huge-mapped (smaps)\n");
-	printf("%-5s %-4s %9s %9s %9s %9s %9s %6s %5s %6s %5s %7s %8s\n", "pages", "run", "ops/s",
-	       "read p50", "read p99", "upd p50", "upd p99", "cache", "memt", "tables", "hits",
-	       "stall s", "faults");
+	if (opt.target > 0)
+		printf("--target %.0f ops/s: each row is followed by the latency from the "
+		       "operations' intended start (YCSB's Intended-*), the row's own is "
+		       "service time\n",
+		       opt.target);
+	printf("%-5s %-4s %9s %9s %9s %9s %9s %9s %9s %6s %5s %6s %5s %7s %8s\n", "pages", "run",
+	       "ops/s", "read p50", "read p99", "rd p99.9", "upd p50", "upd p99", "up p99.9",
+	       "cache", "memt", "tables", "hits", "stall s", "faults");
 }
 
 /* one latency column: "-" when the run had no such operation */
@@ -128,20 +75,36 @@ void print_run(const struct run_result *r)
 	printf("%-5s %-4s %9.0f", r->variant, wl, r->ops_s);
 	lat(&r->h[OP_READ], .5);
 	lat(&r->h[OP_READ], .99);
+	lat(&r->h[OP_READ], .999);
 	lat(&r->h[OP_UPDATE], .5);
 	lat(&r->h[OP_UPDATE], .99);
+	lat(&r->h[OP_UPDATE], .999);
 	printf(" %5.0f%% %4.0f%% %5.0f%% %4.0f%% %7.2f %8" PRIu64 "\n", pct(r->huge[0], r->res[0]),
 	       pct(r->huge[1], r->res[1]), pct(r->huge[2], r->res[2]), pct(hits, hits + misses),
 	       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
+	if (opt.target > 0) {
+		printf("%-5s %-4s %9s", "", "", "intended");
+		lat(&r->ih[OP_READ], .5);
+		lat(&r->ih[OP_READ], .99);
+		lat(&r->ih[OP_READ], .999);
+		lat(&r->ih[OP_UPDATE], .5);
+		lat(&r->ih[OP_UPDATE], .99);
+		lat(&r->ih[OP_UPDATE], .999);
+		printf("\n");
+	}
+	if (r->warm_ops)
+		printf("%-5s %-4s (%" PRIu64 " warm-up operations before it, not measured)\n", "",
+		       "", r->warm_ops);
 	fflush(stdout);
 }
 
 static void json_hist(FILE *f, const struct hist *h)
 {
-	fprintf(f, "{\"count\":%" PRIu64 ",\"avg_us\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
-	       "\"p999_us\":%.2f,\"max_us\":%.2f}",
-	       h->n, h->n ? (double)h->sum / (double)h->n / 1000.0 : 0, hist_pct_us(h, .5),
-	       hist_pct_us(h, .99), hist_pct_us(h, .999), (double)h->max / 1000.0);
+	fprintf(f,
+		"{\"count\":%" PRIu64 ",\"avg_us\":%.2f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
+		"\"p999_us\":%.2f,\"max_us\":%.2f}",
+		h->n, h->n ? (double)h->sum / (double)h->n / 1000.0 : 0, hist_pct_us(h, .5),
+		hist_pct_us(h, .99), hist_pct_us(h, .999), (double)h->max / 1000.0);
 }
 
 /* mean ops/s and merged histograms of a variant's runs of workload w */
@@ -215,19 +178,18 @@ void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
 {
 	printf("\n== summary: %s ==\n",
 	       nv == 2 ? "huge pages vs base pages (ops/s: mean of the runs; ratio: median "
-			 "of the interleaved pairs)"
-		       : vs[0].name);
+			 "of the interleaved pairs)" :
+			 vs[0].name);
 	if (nv == 2)
-		printf("%-26s %11s %11s %19s %20s %20s\n", "workload", "huge ops/s",
-		       "base ops/s", "huge/base [range]", "read p99 us h / b",
-		       "update p99 us h / b");
+		printf("%-26s %11s %11s %19s %20s %20s\n", "workload", "huge ops/s", "base ops/s",
+		       "huge/base [range]", "read p99 us h / b", "update p99 us h / b");
 	else
 		printf("%-26s %11s %20s %20s\n", "workload", "ops/s", "read p50/p99/p99.9",
 		       "update p50/p99/p99.9");
 	for (size_t w = 0; w < nwl + 1; w++) {
 		char wl = w == 0 ? 'L' : wls[w - 1];
 		double o[2] = { 0, 0 };
-		struct hist h[2][NOPS];
+		static struct hist h[2][NOPS]; /* 1.5 MiB: not on the stack */
 		struct run_result *last = NULL;
 		char a[64], b[64];
 
@@ -253,8 +215,7 @@ void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
 			snprintf(a, sizeof(a), "%.1f/%.1f/%.1f", hist_pct_us(&h[0][OP_READ], .5),
 				 hist_pct_us(&h[0][OP_READ], .99),
 				 hist_pct_us(&h[0][OP_READ], .999));
-			snprintf(b, sizeof(b), "%.1f/%.1f/%.1f",
-				 hist_pct_us(&h[0][OP_UPDATE], .5),
+			snprintf(b, sizeof(b), "%.1f/%.1f/%.1f", hist_pct_us(&h[0][OP_UPDATE], .5),
 				 hist_pct_us(&h[0][OP_UPDATE], .99),
 				 hist_pct_us(&h[0][OP_UPDATE], .999));
 			printf("%-26s %11.0f %20s %20s\n", wl_name(wl), o[0], a, b);
@@ -278,31 +239,43 @@ void print_summary(struct variant *vs, int nv, const char *wls, size_t nwl)
 void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
 {
 	fprintf(f,
-		"{\"records\":%" PRIu64 ",\"fields\":%d,\"fieldlen\":%u,\"threads\":%u,"
-		"\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,\"runs\":[",
-		opt.records, NFIELDS, opt.fieldlen, opt.threads, ycsb_dist_name(opt.dist),
-		opt.cache_mb, opt.memtable_mb);
+		"{\"records\":%" PRIu64 ",\"fields\":%u,\"fieldlen\":%u,\"writeallfields\":%s,"
+		"\"threads\":%u,\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,"
+		"\"target_ops\":%.1f,\"warmup_secs\":%.3f,\"runs\":[",
+		opt.records, opt.row.fields, opt.row.fieldlen, opt.writeall ? "true" : "false",
+		opt.threads, ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb, opt.target,
+		opt.warmup);
 	for (int i = 0; i < nresults; i++) {
 		const struct run_result *r = &results[i];
 
-		fprintf(f, "%s{\"pages\":\"%s\",\"workload\":\"%c\",\"ops\":%" PRIu64
-		       ",\"secs\":%.3f,\"ops_per_sec\":%.1f,\"read\":",
-		       i ? "," : "", r->variant, r->workload == 'L' ? 'L' : r->workload - 32,
-		       r->ops, r->secs, r->ops_s);
+		fprintf(f,
+			"%s{\"pages\":\"%s\",\"workload\":\"%c\",\"ops\":%" PRIu64
+			",\"warmup_ops\":%" PRIu64 ",\"secs\":%.6f,\"ops_per_sec\":%.1f,\"read\":",
+			i ? "," : "", r->variant, r->workload == 'L' ? 'L' : r->workload - 32,
+			r->ops, r->warm_ops, r->secs, r->ops_s);
 		json_hist(f, &r->h[OP_READ]);
 		fprintf(f, ",\"update\":");
 		json_hist(f, &r->h[OP_UPDATE]);
 		fprintf(f, ",\"rmw\":");
 		json_hist(f, &r->h[OP_RMW]);
-		fprintf(f, ",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
-		       "\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
-		       ",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f,"
-		       "\"page_faults\":%" PRIu64 "}",
-		       pct(r->huge[0], r->res[0]), pct(r->huge[1], r->res[1]),
-		       pct(r->huge[2], r->res[2]), r->st1.flushes - r->st0.flushes,
-		       r->st1.compactions - r->st0.compactions,
-		       r->st1.cache_evictions - r->st0.cache_evictions,
-		       (double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
+		if (opt.target > 0) { /* latency from the intended start */
+			fprintf(f, ",\"intended_read\":");
+			json_hist(f, &r->ih[OP_READ]);
+			fprintf(f, ",\"intended_update\":");
+			json_hist(f, &r->ih[OP_UPDATE]);
+			fprintf(f, ",\"intended_rmw\":");
+			json_hist(f, &r->ih[OP_RMW]);
+		}
+		fprintf(f,
+			",\"huge_pct\":{\"cache\":%.1f,\"memtable\":%.1f,\"tables\":%.1f},"
+			"\"flushes\":%" PRIu64 ",\"compactions\":%" PRIu64
+			",\"cache_evictions\":%" PRIu64 ",\"stall_secs\":%.3f,"
+			"\"page_faults\":%" PRIu64 "}",
+			pct(r->huge[0], r->res[0]), pct(r->huge[1], r->res[1]),
+			pct(r->huge[2], r->res[2]), r->st1.flushes - r->st0.flushes,
+			r->st1.compactions - r->st0.compactions,
+			r->st1.cache_evictions - r->st0.cache_evictions,
+			(double)(r->st1.stall_ns - r->st0.stall_ns) / 1e9, r->minflt);
 	}
 	fprintf(f, "],\"ratio\":{");
 	for (size_t w = 0, first = 1; w < nwl + 1; w++) {
@@ -311,14 +284,15 @@ void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
 
 		if (pair_ratios(wl, &med, &rlo, &rhi)) {
 			fprintf(f, "%s\"%c\":{\"median\":%.3f,\"min\":%.3f,\"max\":%.3f}",
-			       first ? "" : ",", wl == 'L' ? 'L' : wl - 32, med, rlo, rhi);
+				first ? "" : ",", wl == 'L' ? 'L' : wl - 32, med, rlo, rhi);
 			first = 0;
 		}
 	}
-	fprintf(f, "},\"verify\":{\"enabled\":%s,\"reads\":%" PRIu64 ",\"errors\":%" PRIu64
-	       "},\"exit\":%d}",
-	       opt.verify ? "true" : "false", atomic_load(&verify_reads),
-	       atomic_load(&verify_errors), rc);
+	fprintf(f,
+		"},\"verify\":{\"enabled\":%s,\"reads\":%" PRIu64 ",\"errors\":%" PRIu64
+		"},\"exit\":%d}",
+		opt.verify ? "true" : "false", atomic_load(&verify_reads),
+		atomic_load(&verify_errors), rc);
 }
 
 /* --json FILE: what bench/run reads: headline rows (ours = huge pages,
@@ -335,7 +309,7 @@ int write_json(const char *path, const char *wls, size_t nwl, int rc)
 	}
 	fprintf(f, "{\"headline\":[");
 	for (size_t w = 0; w < nwl; w++) {
-		struct hist h[2][NOPS];
+		static struct hist h[2][NOPS]; /* 1.5 MiB: not on the stack */
 		struct run_result *last = NULL;
 		double o[2], med, rlo, rhi;
 		int op = wls[w] == 'u' ? OP_UPDATE : OP_READ;
@@ -349,16 +323,16 @@ int write_json(const char *path, const char *wls, size_t nwl, int rc)
 			"\"baseline\":%.0f,\"ratio\":%.3f,\"range\":[%.3f,%.3f],\"anchor\":\"%s\"}",
 			first ? "" : ",", wl_name(wls[w]), o[0], o[1], med, rlo, rhi,
 			wls[w] == 'u' ? "Cassandra on huge tmpfs, 95 % update: 36 % apart "
-					"between two huge-tmpfs designs"
-				      : "");
+					"between two huge-tmpfs designs" :
+					"");
 		fprintf(f,
 			",{\"measure\":\"%s: %s p99 us (lower is better)\",\"ours\":%.1f,"
 			"\"baseline\":%.1f,\"ratio\":%.3f,\"anchor\":\"\"}",
 			wl_name(wls[w]), op_name[op], hist_pct_us(&h[0][op], .99),
 			hist_pct_us(&h[1][op], .99),
-			hist_pct_us(&h[1][op], .99) > 0
-				? hist_pct_us(&h[0][op], .99) / hist_pct_us(&h[1][op], .99)
-				: 0);
+			hist_pct_us(&h[1][op], .99) > 0 ?
+				hist_pct_us(&h[0][op], .99) / hist_pct_us(&h[1][op], .99) :
+				0);
 		first = false;
 	}
 	fprintf(f, "],\"summary\":");

@@ -33,14 +33,15 @@
 #include "util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct rc_row {
 	uint64_t key, seq;
-	uint32_t len, pad;
-	/* value, padded to 8 */
+	uint32_t len, crc; /* crc32c of key, seq, len and the value (kept caches) */
+			   /* value, padded to 8 */
 };
 
 #define GEN_BITS 24
@@ -59,25 +60,95 @@ static void unpack(uint64_t loc, uint32_t *gen, size_t *frame, size_t *off)
 	*off = (size_t)(loc & ((1u << OFF_BITS) - 1)) << 3;
 }
 
+static uint32_t row_crc(uint64_t key, uint64_t seq, uint32_t len, const void *val)
+{
+	uint64_t ks[2] = { key, seq };
+
+	return kv_crc32c(kv_crc32c(kv_crc32c(0, ks, 16), &len, 4), val, len);
+}
+
+/*
+ * A kept cache found by a new process: its header matched (kv_kept_match);
+ * now the frame table, the frame being filled, and every index slot. A
+ * slot that does not point inside a live frame of its generation is
+ * cleared; the rows' own bytes are checked by their crc when a read hits
+ * them (kv_rc_get), so opening costs one pass over the index, not over
+ * the cache. -ESTALE: the frame table is damaged, start cold.
+ */
+static int adopt(struct kv_rowcache *rc, char *why, size_t n)
+{
+	uint64_t cur = atomic_load(&rc->hdr->state), kept = 0, dropped = 0;
+
+	for (size_t f = 0; f < rc->nframes; f++) {
+		struct kv_rc_frame *fr = &rc->frames[f];
+		uint32_t g = atomic_load(&fr->gen);
+
+		if (!g || g >= 1u << GEN_BITS || fr->used > rc->frame_size || fr->live > 1) {
+			snprintf(why, n, "frame %zu of the row cache is damaged", f);
+			return -ESTALE;
+		}
+	}
+	if (cur > rc->nframes) {
+		snprintf(why, n, "the row cache's current frame (%" PRIu64 ") is out of range",
+			 cur);
+		return -ESTALE;
+	}
+	/* killed between evicting the next frames and moving on: start a new one */
+	rc->cur = cur < rc->nframes && !rc->frames[cur].live ? rc->nframes : (size_t)cur;
+	for (size_t i = 0; i < rc->nbuckets * KV_RC_WAYS; i++) {
+		uint64_t loc = atomic_load_explicit(&rc->slots[i].loc, memory_order_relaxed);
+		uint32_t gen;
+		size_t f, off;
+
+		if (!loc)
+			continue;
+		unpack(loc, &gen, &f, &off);
+		if (f < rc->nframes && rc->frames[f].live &&
+		    atomic_load(&rc->frames[f].gen) == gen &&
+		    off + sizeof(struct rc_row) <= rc->frames[f].used) {
+			kept++;
+			continue;
+		}
+		if (f < rc->nframes && atomic_load(&rc->frames[f].gen) != gen)
+			continue; /* stale: an evicted frame's row, never read */
+		atomic_store_explicit(&rc->slots[i].loc, 0, memory_order_relaxed);
+		dropped++;
+	}
+	rc->kept_rows = kept;
+	rc->kept_dropped = dropped;
+	return 0;
+}
+
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
-	       enum kv_backing b, const char *dir)
+	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm)
 {
 	const size_t unit = 2u << 20;
-	size_t rows, index_bytes;
+	size_t rows, meta, index_bytes, slots_bytes, nframes_max;
+	uint64_t geo[4];
+	char why[160] = "";
 	int rc_;
 
 	memset(rc, 0, sizeof(*rc));
+	*warm = false;
 	pthread_mutex_init(&rc->alloc_mu, NULL);
 	rows = bytes / (row_hint + sizeof(struct rc_row));
 	rc->nbuckets = nstripes;
 	while (rc->nbuckets * KV_RC_WAYS < rows * 2) /* load factor <= 1/2 */
 		rc->nbuckets <<= 1;
-	index_bytes = rc->nbuckets * KV_RC_WAYS * sizeof(struct kv_rc_slot);
-	index_bytes = (index_bytes + unit - 1) & ~(unit - 1);
 	bytes = (bytes + unit - 1) & ~(unit - 1);
 	if (bytes < 4 * unit)
 		bytes = 4 * unit;
-	rc_ = kv_mem_create(&rc->mem, "rowcache", index_bytes + bytes, b, dir);
+	/* [header][frame table][index] in the first huge pages, so a kept
+	 * cache keeps its frames' generations with the index */
+	nframes_max = bytes / unit;
+	meta = sizeof(struct kv_kept_hdr) + nframes_max * sizeof(struct kv_rc_frame);
+	meta = (meta + 63) & ~(size_t)63;
+	slots_bytes = rc->nbuckets * KV_RC_WAYS * sizeof(struct kv_rc_slot);
+	index_bytes = (meta + slots_bytes + unit - 1) & ~(unit - 1);
+	if (keep_id)
+		rc_ = kv_mem_create_kept(&rc->mem, "rowcache", index_bytes + bytes, dir);
+	else
+		rc_ = kv_mem_create(&rc->mem, "rowcache", index_bytes + bytes, b, dir);
 	if (rc_)
 		return rc_;
 	rc->frame_size = rc->mem.unit;
@@ -88,32 +159,48 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 	}
 	rc->frames_off = (index_bytes + rc->frame_size - 1) & ~(rc->frame_size - 1);
 	rc->nframes = (rc->mem.size - rc->frames_off) / rc->frame_size;
+	if (rc->nframes > nframes_max)
+		rc->nframes = nframes_max; /* the frame table's room */
 	rc->free_ahead = rc->nframes / 32 ? rc->nframes / 32 : 1;
 	rc->cur = rc->nframes;
-	rc->slots = (struct kv_rc_slot *)rc->mem.base;
-	rc->frames = calloc(rc->nframes, sizeof(*rc->frames));
-	if (!rc->frames) {
-		kv_mem_destroy(&rc->mem);
-		return kv_fail(-ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < rc->nframes; i++)
-		rc->frames[i].gen = 1;
+	rc->hdr = (struct kv_kept_hdr *)rc->mem.base;
+	rc->frames = (struct kv_rc_frame *)(rc->mem.base + sizeof(struct kv_kept_hdr));
+	rc->slots = (struct kv_rc_slot *)(rc->mem.base + meta);
+	rc->check_crc = keep_id != 0;
 	/* The index is used at once: fault it in now. The frames are
 	 * prefaulted in the background by kv_open() while requests run. */
 	rc_ = kv_mem_fault(&rc->mem, 0, rc->frames_off);
 	if (rc_) {
-		free(rc->frames);
 		kv_mem_destroy(&rc->mem);
 		return rc_;
 	}
-	memset(rc->slots, 0, rc->nbuckets * KV_RC_WAYS * sizeof(struct kv_rc_slot));
+	geo[0] = rc->nbuckets;
+	geo[1] = rc->nframes;
+	geo[2] = rc->frame_size;
+	geo[3] = rc->frames_off;
+	if (rc->mem.attached) {
+		if (kv_kept_match(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, keep_id, geo, why,
+				  sizeof(why)) &&
+		    !adopt(rc, why, sizeof(why))) {
+			*warm = true;
+			return 0;
+		}
+		snprintf(rc->cold_why, sizeof(rc->cold_why), "%s", why);
+	}
+	/* a new cache. The header goes first, so that a process killed while
+	 * this one clears the rest leaves a cache no one attaches to */
+	rc->hdr->magic = 0;
+	memset(rc->mem.base + sizeof(struct kv_kept_hdr), 0,
+	       meta + slots_bytes - sizeof(struct kv_kept_hdr));
+	for (size_t i = 0; i < rc->nframes; i++)
+		rc->frames[i].gen = 1;
+	kv_kept_stamp(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, keep_id, geo, rc->nframes);
 	return 0;
 }
 
 void kv_rc_destroy(struct kv_rowcache *rc)
 {
 	kv_mem_destroy(&rc->mem);
-	free(rc->frames);
 }
 
 static struct kv_rc_slot *bucket_of(struct kv_rowcache *rc, uint64_t key)
@@ -148,13 +235,15 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 		uint64_t loc = atomic_load_explicit(&s[i].loc, memory_order_acquire);
 		const struct rc_row *row;
 		uint64_t rkey, rseq;
-		uint32_t gen, rlen;
+		uint32_t gen, rlen, rcrc;
 		size_t f, off;
 
 		if (atomic_load_explicit(&s[i].key, memory_order_relaxed) != key ||
 		    !slot_live(rc, loc))
 			continue;
 		unpack(loc, &gen, &f, &off);
+		if (f >= rc->nframes)
+			break;
 		row = (const struct rc_row *)(frame_base(rc, f) + off);
 		/* The frame may be evicted and refilled while we copy (seqlock
 		 * style): read each header field once, keep the copy inside the
@@ -163,6 +252,7 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 		rkey = __atomic_load_n(&row->key, __ATOMIC_RELAXED);
 		rseq = __atomic_load_n(&row->seq, __ATOMIC_RELAXED);
 		rlen = __atomic_load_n(&row->len, __ATOMIC_RELAXED);
+		rcrc = __atomic_load_n(&row->crc, __ATOMIC_RELAXED);
 		if (rkey != key || rlen > cap || off + sizeof(*row) + rlen > rc->frame_size)
 			break;
 		memcpy(buf, row + 1, rlen);
@@ -170,6 +260,13 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 		if (atomic_load_explicit(&rc->frames[f].gen, memory_order_relaxed) != gen) {
 			atomic_fetch_add_explicit(&rc->torn, 1, memory_order_relaxed);
 			break; /* evicted while we copied */
+		}
+		if (rc->check_crc && row_crc(rkey, rseq, rlen, buf) != rcrc) {
+			/* a kept row damaged since it was written: never returned;
+			 * the slot goes (unless a writer replaced it meanwhile) */
+			atomic_compare_exchange_strong(&s[i].loc, &loc, 0);
+			atomic_fetch_add_explicit(&rc->crc_dropped, 1, memory_order_relaxed);
+			break;
 		}
 		*len = rlen;
 		*seq = rseq;
@@ -210,11 +307,11 @@ static int next_frame(struct kv_rowcache *rc)
 	rc->frames[next].live = true;
 	rc->frames[next].used = 0;
 	rc->cur = next;
+	atomic_store_explicit(&rc->hdr->state, next, memory_order_relaxed);
 	return 0;
 }
 
-void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val,
-	       uint32_t len)
+void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val, uint32_t len)
 {
 	size_t need = sizeof(struct rc_row) + ((len + 7u) & ~7u), off;
 	struct kv_rc_slot *s = bucket_of(rc, key), *victim = NULL;
@@ -237,6 +334,8 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 	__atomic_store_n(&row->key, key, __ATOMIC_RELAXED);
 	__atomic_store_n(&row->seq, seq, __ATOMIC_RELAXED);
 	__atomic_store_n(&row->len, len, __ATOMIC_RELAXED);
+	__atomic_store_n(&row->crc, rc->check_crc ? row_crc(key, seq, len, val) : 0,
+			 __ATOMIC_RELAXED);
 	memcpy(row + 1, val, len);
 	loc = pack(atomic_load(&rc->frames[rc->cur].gen), rc->cur, off);
 	/* copied under the lock so the frame cannot be recycled mid-copy */
@@ -247,8 +346,8 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 			victim = &s[i];
 			break;
 		}
-		if (!victim && !slot_live(rc, atomic_load_explicit(&s[i].loc,
-								   memory_order_relaxed)))
+		if (!victim &&
+		    !slot_live(rc, atomic_load_explicit(&s[i].loc, memory_order_relaxed)))
 			victim = &s[i];
 	}
 	if (!victim) /* bucket full of live rows: replace one at random */

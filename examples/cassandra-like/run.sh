@@ -13,7 +13,12 @@
 #   HPR_TMPFS   a tmpfs huge=always dir ("" when not root); this script
 #               mounts its own pair of tmpfs anyway when it is root
 #   CASS_ARGS   extra driver options, e.g. "--records 400000 --seconds 30"
-# Usage: run.sh [--bench]
+# Usage: run.sh [--bench | --restart]
+#   --restart: the fast-restart demo (~1-2 minutes, root only): the store is
+#   killed with -9 mid-run and started again on the same data, warm (row
+#   cache and memtables in kept regions, attached) and cold (fresh regions),
+#   three times each; ops/s per 100 ms and per second after each restart,
+#   the time to 90 % of steady ops/s, and acknowledged writes lost (0).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -29,18 +34,24 @@ if [ "$(id -u)" = 0 ] && [ -z "${HPR_IN_NS:-}" ] && [ -z "${CASS_IN_NS:-}" ]; th
 	exec unshare -m --propagation private env CASS_IN_NS=1 "$0" "$@"
 fi
 
-# Demo: the data (100k records x 20 fields x 100 B = 190 MiB, plus the
+# Demo: the data (200k records x 10 fields x 100 B = 190 MiB, plus the
 # tables' copies during compaction) is ~25x the 4 KiB-page TLB reach of a
 # 2048-entry STLB (8 MiB) and well inside its 2 MiB-page reach (4 GiB).
-ARGS=(--records 100000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 8
+ARGS=(--records 200000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 8
 	--status 0 --cache-mb 128 --memtable-mb 32 --dist zipfian)
 # --bench: the benchmark (~7 minutes): 760 MiB of data, a 512 MiB row
 # cache, each workload three times per page size, interleaved.
 if [ "${1:-}" = --bench ]; then
-	ARGS=(--records 400000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 15
+	ARGS=(--records 800000 --fieldlen 100 --threads 20 --workloads a,b,u --seconds 15
 		--repeat 3 --status 5 --cache-mb 512 --memtable-mb 64 --dist zipfian)
 fi
 ARGS+=(--json "$BUILD/cassandra-like.json")
+# --restart: 400k records (381 MiB of data), a 256 MiB row cache, 2 x 32 MiB
+# memtables, workload B (95 % read); 5 s after each restart
+if [ "${1:-}" = --restart ]; then
+	ARGS=(--restart --records 400000 --fieldlen 100 --threads 20 --workloads b --seconds 5
+		--repeat 3 --status 0 --cache-mb 256 --memtable-mb 32 --dist zipfian)
+fi
 
 # hpregion's root test suites change THP modes under an exclusive lock
 # (tests/lib.sh): share it, so none does mid-run on a machine that runs
@@ -50,6 +61,20 @@ ARGS+=(--json "$BUILD/cassandra-like.json")
 hpr_lock_system -s
 
 WORK=$(mktemp -d /tmp/cassandra-like.XXXXXX)
+if [ "${1:-}" = --restart ]; then
+	# kept regions are files on a tmpfs huge= mount, which needs root
+	if [ "$(id -u)" != 0 ]; then
+		rm -rf "$WORK"
+		echo "cassandra-like --restart: needs root to mount a tmpfs huge=always for the kept regions"
+		exit 77
+	fi
+	mkdir "$WORK/huge"
+	mount -t tmpfs -o huge=always,size=2g none "$WORK/huge"
+	trap 'umount "$WORK/huge" 2>/dev/null; rm -rf "$WORK"' EXIT
+	echo "cassandra-like: restart after kill -9, data and kept regions on tmpfs huge=always ($WORK/huge)"
+	"$BIN" --data "$WORK/huge" "${ARGS[@]}" ${CASS_ARGS:-}
+	exit
+fi
 if [ "$(id -u)" = 0 ]; then
 	mkdir "$WORK/huge" "$WORK/base"
 	mount -t tmpfs -o huge=always,size=6g none "$WORK/huge"

@@ -8,10 +8,13 @@
  * (50 % read / 50 % update), B (95 / 5), C (read only) and F (50 % read /
  * 50 % read-modify-write), and U, the seed experiment's update-heavy mix
  * (5 / 95), with N client threads, keys from YCSB's generators (zipfian:
- * YCSB's scrambled zipfian; uniform, latest, hotspot: generator.c), records
- * of 20 fields. Prints YCSB-like progress lines (--status), a table row per
- * run (throughput, p50/p99 latency, huge-page coverage) and a summary
- * table; --json FILE gets everything, p99.9 and engine counters included.
+ * YCSB's scrambled zipfian; uniform, latest, hotspot: generator.c), rows
+ * of YCSB's 10 fields of 100 B whose updates write one field (row.c), a
+ * target rate (--target) with latency from the intended start, a warm-up
+ * (--warmup) left out of the figures. Prints YCSB-like progress lines
+ * (--status), a table row per run (throughput, p50/p99/p99.9 latency,
+ * huge-page coverage) and a summary table; --json FILE gets everything,
+ * engine counters included.
  *
  * With --base-data the same workloads run on a second database whose data
  * dir is a tmpfs mounted huge=never and whose memtable and cache are plain
@@ -53,7 +56,7 @@ const char *const op_name[NOPS] = { "READ", "UPDATE", "READ-MODIFY-WRITE" };
 struct ycsb_opts opt = {
 	.mt_b = KV_MEM_THP,
 	.records = 100000,
-	.fieldlen = 100,
+	.row = { .fields = 10, .fieldlen = 100 }, /* YCSB's fieldcount, fieldlength */
 	.threads = 20,
 	.repeat = 1,
 	.status = 10,
@@ -82,48 +85,18 @@ static uint64_t next_key(uint64_t *s)
 	return load_key(ycsb_gen_next(&keygen, s));
 }
 
-/* ---- values: 20 fields, self-checking ---- */
+/* ---- values: rows of opt.row.fields fields (row.c) ---- */
 
 static uint32_t value_len(void)
 {
-	return NFIELDS * opt.fieldlen;
+	return row_len(&opt.row);
 }
 
-static uint32_t value_crc(const uint8_t *v, uint32_t len)
-{
-	return kv_crc32c(kv_crc32c(0, v, 16), v + HDR, len - HDR);
-}
-
-static void make_value(uint8_t *v, uint32_t len, uint64_t key, uint64_t *rng)
-{
-	uint64_t nonce = kv_rand(rng);
-	uint32_t crc;
-
-	memcpy(v, &key, 8);
-	memcpy(v + 8, &nonce, 8);
-	for (uint32_t o = HDR; o + 8 <= len; o += 8) {
-		uint64_t w = nonce + o * 0x9e3779b97f4a7c15ull;
-
-		memcpy(v + o, &w, 8);
-	}
-	memset(v + (len & ~7u), (int)nonce, len & 7);
-	crc = value_crc(v, len);
-	memcpy(v + 16, &crc, 4);
-	memset(v + 20, 0, 4);
-}
-
-/* 0 if v is an intact value of key; stores its crc */
+/* 0 if v is an intact row of key; stores its crc */
 static int check_value(const uint8_t *v, uint32_t len, uint64_t key, uint32_t *crcp)
 {
-	uint64_t k;
-	uint32_t crc;
-
-	if (len != value_len())
-		return -1;
-	memcpy(&k, v, 8);
-	memcpy(&crc, v + 16, 4);
-	*crcp = crc;
-	return k == key && crc == value_crc(v, len) ? 0 : -1;
+	*crcp = len >= ROW_HDR ? row_crc(v) : 0;
+	return row_check(v, len, &opt.row, key);
 }
 
 /* ---- one database under test ---- */
@@ -150,11 +123,13 @@ struct client {
 	int id;
 	struct variant *v;
 	bool load;
-	uint64_t lo, hi; /* load: index range */
+	uint64_t lo, hi;  /* load: index range */
 	double read_prop; /* the rest are updates, or (rmw) read-modify-writes */
 	bool rmw;
 	uint64_t rng;
-	struct hist h[NOPS];
+	uint64_t start, measure_from, end; /* the run's clock (clients_start) */
+	uint64_t last_end, warm_ops;	   /* end of its last measured op */
+	struct hist h[NOPS], ih[NOPS];	   /* service, intended-start latency */
 	_Atomic uint64_t count[NOPS], sum_ns[NOPS];
 	int err;
 };
@@ -172,10 +147,9 @@ static void ack(struct variant *v, uint64_t key, uint64_t seq, const uint8_t *va
 	}
 	if (acklog_fd >= 0) {
 		char line[64];
-		uint32_t crc;
+		uint32_t crc = row_crc(val);
 		int n;
 
-		memcpy(&crc, val + 16, 4);
 		n = snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 " %08x\n", key, seq, crc);
 		if (write(acklog_fd, line, (size_t)n) != n)
 			perror("acklog");
@@ -215,13 +189,19 @@ static int do_read(struct client *c, uint64_t key, uint8_t *buf)
 	return 0;
 }
 
+/* YCSB's update: one field, chosen uniformly (writeallfields=false), the
+ * rest of the row as it was; --writeallfields and the load: every field */
 static int do_update(struct client *c, uint64_t key, uint8_t *buf)
 {
 	uint64_t seq;
 	int rc;
 
-	make_value(buf, value_len(), key, &c->rng);
-	rc = kv_put(c->v->db, key, buf, value_len(), &seq);
+	if (c->load || opt.writeall)
+		rc = row_update_all(c->v->db, &opt.row, key, &c->rng, buf, &seq);
+	else
+		rc = row_update_field(c->v->db, &opt.row, key,
+				      (unsigned)(kv_rand(&c->rng) % opt.row.fields), &c->rng, buf,
+				      &seq);
 	if (!rc)
 		ack(c->v, key, seq, buf);
 	return rc;
@@ -239,56 +219,108 @@ static uint64_t load_key(uint64_t i)
 	return (uint64_t)(((unsigned __int128)i * p) % opt.records);
 }
 
-static void note_op(struct client *c, int op, uint64_t dt)
+/* a measured operation: its service time dt, and (--target) the latency
+ * from its intended start, YCSB's measurement.interval=both */
+static void note_op(struct client *c, int op, uint64_t dt, uint64_t intended)
 {
 	hist_add(&c->h[op], dt);
+	if (opt.target > 0)
+		hist_add(&c->ih[op], intended);
 	atomic_fetch_add_explicit(&c->count[op], 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->sum_ns[op], dt, memory_order_relaxed);
 }
 
+/* --target: sleep until t (in slices, so a stop is not kept waiting) */
+static void sleep_until(uint64_t t)
+{
+	for (;;) {
+		uint64_t now = kv_now_ns(), to = t;
+		struct timespec ts;
+
+		if (now >= t || atomic_load_explicit(&stop_run, memory_order_relaxed))
+			return;
+		if (to - now > 50000000)
+			to = now + 50000000;
+		ts.tv_sec = (time_t)(to / 1000000000ull);
+		ts.tv_nsec = (long)(to % 1000000000ull);
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+}
+
+/*
+ * A client: one operation after another, or with --target one every
+ * `interval` on a schedule fixed in advance (YCSB's throttle: this
+ * client's share of the target), so that an operation delayed by a stall
+ * keeps its intended start and its latency counts the wait, not only its
+ * service time (no coordinated omission). Behind schedule, it does not
+ * sleep until it has caught up. Operations that start before measure_from
+ * (--warmup) run but are not measured; every time is the client's own
+ * clock reading, so a run's length has the clock's resolution.
+ */
 static void *client_main(void *arg)
 {
 	struct client *c = arg;
 	uint8_t *buf = malloc(value_len());
+	uint64_t interval = 0, next = c->start;
 
 	if (!buf) {
 		c->err = -ENOMEM;
 		return NULL;
 	}
+	if (opt.target > 0) {
+		interval = (uint64_t)(1e9 * opt.threads / opt.target);
+		next += interval * (uint64_t)c->id / opt.threads; /* staggered */
+	}
 	for (uint64_t i = c->lo;; i++) {
-		uint64_t key, t0, dt;
+		uint64_t key, t0, t1, intended = 0;
+		bool measured;
 		int op, rc;
 
-		if (c->load) {
-			if (i >= c->hi || atomic_load_explicit(&stop_run, memory_order_relaxed))
+		if (atomic_load_explicit(&stop_run, memory_order_relaxed) ||
+		    (c->load && i >= c->hi))
+			break;
+		if (interval) {
+			if (next >= c->end)
 				break;
+			sleep_until(next);
+			intended = next;
+			next += interval;
+		}
+		t0 = kv_now_ns();
+		if (!interval)
+			intended = t0;
+		if (t0 >= c->end)
+			break;
+		measured = t0 >= c->measure_from;
+		if (c->load) {
 			key = load_key(i);
 			op = OP_UPDATE;
 		} else {
-			if (atomic_load_explicit(&stop_run, memory_order_relaxed) ||
+			if (measured &&
 			    atomic_fetch_sub_explicit(&ops_left, 1, memory_order_relaxed) <= 0)
 				break;
 			key = next_key(&c->rng);
 			op = urand(&c->rng) < c->read_prop ? OP_READ : c->rmw ? OP_RMW : OP_UPDATE;
 		}
-		t0 = kv_now_ns();
 		if (op == OP_RMW) {
-			/* YCSB's doTransactionReadModifyWrite: read the row, write
-			 * it back changed; each half counts on its own too */
-			uint64_t t1;
-
+			/* YCSB's doTransactionReadModifyWrite: read the row, then
+			 * update it (one field); each half counts on its own too,
+			 * both from the intended start of the whole */
 			rc = do_read(c, key, buf);
 			t1 = kv_now_ns();
-			if (!rc) {
-				note_op(c, OP_READ, t1 - t0);
-				rc = do_update(c, key, buf);
-			}
+			if (!rc && measured)
+				note_op(c, OP_READ, t1 - t0, t1 - intended);
 			if (!rc)
-				note_op(c, OP_UPDATE, kv_now_ns() - t1);
+				rc = do_update(c, key, buf);
+			if (!rc && measured) {
+				uint64_t t2 = kv_now_ns();
+
+				note_op(c, OP_UPDATE, t2 - t1, t2 - intended);
+			}
 		} else {
 			rc = op == OP_READ ? do_read(c, key, buf) : do_update(c, key, buf);
 		}
-		dt = kv_now_ns() - t0;
+		t1 = kv_now_ns();
 		if (rc) {
 			c->err = rc;
 			fprintf(stderr, "cassandra-like: %s of key %" PRIu64 " failed: %s\n",
@@ -296,7 +328,12 @@ static void *client_main(void *arg)
 			atomic_store(&stop_run, true);
 			break;
 		}
-		note_op(c, op, dt);
+		if (measured) {
+			note_op(c, op, t1 - t0, t1 - intended);
+			c->last_end = t1;
+		} else {
+			c->warm_ops++;
+		}
 	}
 	free(buf);
 	return NULL;
@@ -304,8 +341,8 @@ static void *client_main(void *arg)
 
 /* ---- a phase: start clients, print progress, join ---- */
 
-static void progress_line(struct variant *v, struct client *cl, double secs,
-			  uint64_t *last_ops, double dt)
+static void progress_line(struct variant *v, struct client *cl, double secs, uint64_t *last_ops,
+			  double dt)
 {
 	uint64_t cnt[NOPS] = { 0 }, sum[NOPS] = { 0 }, tot;
 	struct kv_stats st;
@@ -321,42 +358,44 @@ static void progress_line(struct variant *v, struct client *cl, double secs,
 	if (st.prefault_total && st.prefault_done < st.prefault_total)
 		snprintf(pf, sizeof(pf), " [cache prefault %zu%% of %zu MiB]",
 			 st.prefault_done * 100 / st.prefault_total, st.prefault_total >> 20);
-	printf("[%s] %.0f sec: %" PRIu64 " operations; %.1f current ops/sec;", v->name, secs,
-	       tot, (double)(tot - *last_ops) / dt);
+	printf("[%s] %.0f sec: %" PRIu64 " operations; %.1f current ops/sec;", v->name, secs, tot,
+	       (double)(tot - *last_ops) / dt);
 	for (int o = 0; o < NOPS; o++)
 		if (cnt[o])
 			printf(" [%s: Count=%" PRIu64 ", Avg=%.1f us]", op_name[o], cnt[o],
 			       (double)sum[o] / (double)cnt[o] / 1000.0);
-	printf(" [tables=%" PRIu64 " flushes=%" PRIu64 " compactions=%" PRIu64 "]%s\n",
-	       st.tables, st.flushes, st.compactions, pf);
+	printf(" [tables=%" PRIu64 " flushes=%" PRIu64 " compactions=%" PRIu64 "]%s\n", st.tables,
+	       st.flushes, st.compactions, pf);
 	fflush(stdout);
 	*last_ops = tot;
 }
 
-static int phase(struct variant *v, char workload, struct run_result *res)
+/* Start opt.threads clients of workload ('L': the load) on v; t0 seeds
+ * their generators. NULL: out of memory. */
+struct client *clients_start(struct variant *v, char workload, uint64_t t0)
 {
 	struct client *cl = calloc(opt.threads, sizeof(*cl));
 	bool load = workload == 'L';
-	uint64_t t0, last = 0, tick, end_ns, last_ops = 0;
-	int err = 0;
+	uint64_t start = kv_now_ns();
+	/* the load is not warmed up, nor --restart's windows (they measure the
+	 * recovery itself); --seconds is measured time, after the warm-up */
+	uint64_t from = load || opt.restart ? start : start + (uint64_t)(opt.warmup * 1e9);
+	uint64_t end = load || opt.ops || opt.restart ? UINT64_MAX :
+							from + (uint64_t)(opt.seconds * 1e9);
 
 	if (!cl)
-		return -ENOMEM;
+		return NULL;
 	atomic_store(&stop_run, false);
 	atomic_store(&ops_left, opt.ops ? (int64_t)opt.ops : INT64_MAX);
-	memset(res, 0, sizeof(*res));
-	res->workload = workload;
-	res->variant = v->name;
-	kv_db_stats(v->db, &res->st0);
-	res->minflt = minor_faults();
-	t0 = kv_now_ns();
-	end_ns = opt.ops || load ? UINT64_MAX : t0 + (uint64_t)(opt.seconds * 1e9);
 	for (unsigned t = 0; t < opt.threads; t++) {
 		struct client *c = &cl[t];
 
 		c->id = (int)t;
 		c->v = v;
 		c->load = load;
+		c->start = start;
+		c->measure_from = from;
+		c->end = end;
 		c->lo = load ? opt.records * t / opt.threads : 0;
 		c->hi = load ? opt.records * (t + 1) / opt.threads : 0;
 		/* YCSB's core workloads A, B, C, F, and U, the seed's mix */
@@ -373,13 +412,62 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 			atomic_store(&stop_run, true);
 		}
 	}
-	/* the main thread reports progress until the clients are done */
+	return cl;
+}
+
+/* operations the clients have done so far (an RMW is one) */
+uint64_t clients_ops(struct client *cl)
+{
+	uint64_t n = 0;
+
+	for (unsigned t = 0; t < opt.threads; t++)
+		n += atomic_load_explicit(&cl[t].count[OP_READ], memory_order_relaxed) +
+		     atomic_load_explicit(&cl[t].count[OP_UPDATE], memory_order_relaxed) -
+		     atomic_load_explicit(&cl[t].count[OP_RMW], memory_order_relaxed);
+	return n;
+}
+
+/* stop the clients and free them: the first client's error, or 0 */
+int clients_stop(struct client *cl)
+{
+	int err = 0;
+
+	atomic_store(&stop_run, true);
+	for (unsigned t = 0; t < opt.threads; t++) {
+		if (!cl[t].joined)
+			pthread_join(cl[t].thr, NULL);
+		if (cl[t].err && !err)
+			err = cl[t].err;
+	}
+	free(cl);
+	return err;
+}
+
+int phase(struct variant *v, char workload, struct run_result *res)
+{
+	struct client *cl;
+	uint64_t t0, last = 0, tick, last_ops = 0, from, end = 0;
+	int err = 0;
+
+	memset(res, 0, sizeof(*res));
+	res->workload = workload;
+	res->variant = v->name;
+	kv_db_stats(v->db, &res->st0);
+	res->minflt = minor_faults();
+	t0 = kv_now_ns();
+	cl = clients_start(v, workload, t0);
+	if (!cl)
+		return -ENOMEM;
+	from = cl[0].measure_from;
+	/* The main thread reports progress until the clients are done; they
+	 * stop on their own at the end of --seconds, and the run's length is
+	 * taken from their clocks, so this loop's period does not matter. */
 	tick = t0;
 	for (;;) {
 		bool all_done = true;
 		uint64_t now;
 
-		usleep(100000);
+		usleep(20000);
 		now = kv_now_ns();
 		for (unsigned t = 0; t < opt.threads && all_done; t++) {
 			if (cl[t].joined)
@@ -389,8 +477,6 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 			else
 				all_done = false;
 		}
-		if (now >= end_ns)
-			atomic_store(&stop_run, true);
 		if (opt.status && now - tick >= (uint64_t)opt.status * 1000000000ull) {
 			last += opt.status;
 			progress_line(v, cl, (double)last, &last_ops, (double)(now - tick) / 1e9);
@@ -402,14 +488,21 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 	for (unsigned t = 0; t < opt.threads; t++) {
 		if (!cl[t].joined)
 			pthread_join(cl[t].thr, NULL);
-		for (int o = 0; o < NOPS; o++)
+		for (int o = 0; o < NOPS; o++) {
 			hist_merge(&res->h[o], &cl[t].h[o]);
+			hist_merge(&res->ih[o], &cl[t].ih[o]);
+		}
+		if (cl[t].last_end > end)
+			end = cl[t].last_end;
+		res->warm_ops += cl[t].warm_ops;
 		if (cl[t].err && !err)
 			err = cl[t].err;
 	}
-	res->secs = (double)(kv_now_ns() - t0) / 1e9;
 	res->ops = res->h[OP_READ].n + res->h[OP_UPDATE].n - res->h[OP_RMW].n;
-	res->ops_s = (double)res->ops / res->secs;
+	/* from the start (of the measured part) to the end of the last measured
+	 * operation: ns resolution, whatever the polling above */
+	res->secs = end > from ? (double)(end - from) / 1e9 : 0;
+	res->ops_s = res->secs > 0 ? (double)res->ops / res->secs : 0;
 	res->minflt = minor_faults() - res->minflt;
 	kv_db_stats(v->db, &res->st1);
 	kv_db_coverage(v->db, res->res, res->huge);
@@ -417,10 +510,37 @@ static int phase(struct variant *v, char workload, struct run_result *res)
 	return err;
 }
 
-
 /* ---- open a variant ---- */
 
-static int open_variant(struct variant *v, bool huge)
+/* what --keep found: kept regions attached and checked, or why not */
+void print_keep_info(struct variant *v)
+{
+	struct kv_keep_info ki;
+
+	kv_db_keep_info(v->db, &ki);
+	printf("[%s] kept row cache: %s", v->name,
+	       ki.cache_warm	 ? "attached, warm" :
+	       ki.cache_attached ? "attached, not usable: started cold" :
+				   "new");
+	if (ki.cache_warm)
+		printf(" (%" PRIu64 " rows; %" PRIu64 " index slots outside live frames cleared)",
+		       ki.cache_rows, ki.cache_dropped);
+	else if (ki.cache_why[0])
+		printf(" (%s)", ki.cache_why);
+	printf("; kept memtables: %s", ki.mt_warm     ? "attached, checked against the log" :
+				       ki.mt_attached ? "attached, not usable: replayed the log" :
+							"new");
+	if (ki.mt_warm)
+		printf(" (%" PRIu64 " records kept, %" PRIu64 " not in the log discarded, %" PRIu64
+		       " replayed from the log%s)",
+		       ki.mt_kept, ki.mt_discarded, ki.mt_replayed,
+		       ki.imm_recovered ? ", an immutable memtable to flush" : "");
+	else if (ki.mt_why[0])
+		printf(" (%s)", ki.mt_why);
+	printf("\n");
+}
+
+int open_variant(struct variant *v, bool huge)
 {
 	struct kv_opts o = { 0 };
 	int rc;
@@ -429,6 +549,12 @@ static int open_variant(struct variant *v, bool huge)
 	o.region_dir = opt.region_dir;
 	o.cache_backing = huge ? opt.cache_b : KV_MEM_BASE;
 	o.memtable_backing = huge ? opt.mt_b : KV_MEM_BASE;
+	/* --keep: the huge run's row cache and memtables in kept regions,
+	 * which are shmem files in the region dir */
+	o.keep = opt.keep && huge;
+	if (o.keep)
+		o.cache_backing = o.memtable_backing = KV_MEM_SHMEM;
+	o.quiet = opt.restart; /* --restart prints its own report */
 	o.cache_bytes = opt.cache_mb << 20;
 	o.memtable_bytes = opt.memtable_mb << 20;
 	o.row_hint = value_len();
@@ -445,11 +571,15 @@ static int open_variant(struct variant *v, bool huge)
 	}
 	rc = kv_open(&o, &v->db);
 	if (rc) {
-		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n",
-			v->name, kv_errmsg(rc));
+		fprintf(stderr, "cassandra-like: cannot open the %s-page database: %s\n", v->name,
+			kv_errmsg(rc));
 		return rc;
 	}
 	snprintf(v->mount, sizeof(v->mount), "%s", kv_db_mount(v->db));
+	if (o.keep && !opt.restart)
+		print_keep_info(v);
+	if (opt.restart)
+		return 0;
 	{
 		/* the cache prefault runs in the background; we serve already */
 		struct kv_stats st;
@@ -461,11 +591,40 @@ static int open_variant(struct variant *v, bool huge)
 			       v->name, st.prefault_done * 100 / st.prefault_total,
 			       st.prefault_total >> 20);
 	}
-	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n",
-	       v->name, v->dir, v->mount, opt.memtable_mb,
-	       kv_backing_name(o.memtable_backing), opt.cache_mb,
+	printf("[%s] data %s (%s); memtable 2 x %zu MiB on %s; row cache %zu MiB on %s\n", v->name,
+	       v->dir, v->mount, opt.memtable_mb, kv_backing_name(o.memtable_backing), opt.cache_mb,
 	       kv_backing_name(o.cache_backing));
 	return 0;
+}
+
+/* Read every key acknowledged in snap (highest seq per key) without
+ * filling the row cache: each must be an intact value at least as new.
+ * Returns how many were not; *keys: how many were read. */
+uint64_t check_acked(struct variant *v, const uint64_t *snap, uint64_t *keys)
+{
+	uint8_t *buf = malloc(value_len());
+	uint64_t lost = 0;
+
+	*keys = 0;
+	for (uint64_t k = 0; k < opt.records && buf; k++) {
+		uint64_t seq = 0;
+		uint32_t len = 0, crc;
+		int rc;
+
+		if (!snap[k])
+			continue;
+		(*keys)++;
+		rc = kv_get_nofill(v->db, k, buf, value_len(), &len, &seq);
+		if (rc || check_value(buf, len, k, &crc) || seq < snap[k]) {
+			if (lost++ < 10)
+				fprintf(stderr,
+					"LOST: key %" PRIu64 " acknowledged at seq %" PRIu64
+					", read %s seq %" PRIu64 "\n",
+					k, snap[k], rc ? kv_errmsg(rc) : "ok", seq);
+		}
+	}
+	free(buf);
+	return lost;
 }
 
 /* Read every key and check it against the shadow model. */
@@ -534,8 +693,8 @@ static int check_acklog(struct variant *v, const char *path)
 			newer++;
 		}
 	}
-	printf("acklog check: %" PRIu64 " acknowledged writes logged, %" PRIu64
-	       " lost; %" PRIu64 " keys hold a newer durable write; tables: %" PRIu64
+	printf("acklog check: %" PRIu64 " acknowledged writes logged, %" PRIu64 " lost; %" PRIu64
+	       " keys hold a newer durable write; tables: %" PRIu64
 	       " records, all checksums good\n",
 	       lines, lost, newer, tables_recs);
 	free(mseq);
@@ -559,10 +718,17 @@ static void usage(void)
 		"                      dir): on a disk, its fdatasync is real (README: Durability)\n"
 		"  --cache-backend shmem|memfd|thp   row cache region (default shmem on tmpfs)\n"
 		"  --memtable-backend shmem|memfd|thp  memtable region (default thp)\n"
-		"  --records N (100000)  --fieldlen BYTES (100)  --threads N (20)\n"
+		"  --records N (100000)  --threads N (20)\n"
+		"  --fieldcount N (10)  --fieldlen BYTES (100)   YCSB's fieldcount, fieldlength\n"
+		"  --writeallfields    updates write every field (YCSB's default, and this\n"
+		"                      driver's: one field, the rest of the row unchanged)\n"
 		"  --workloads a,b,u   YCSB's A 50/50, B 95/5 read/update, C read only, F 50 %%\n"
 		"                      read, 50 %% read-modify-write; U 5/95 (the seed's mix)\n"
-		"  --seconds S (10) | --ops N   length of each run\n"
+		"  --seconds S (10) | --ops N   length of each run (after the warm-up)\n"
+		"  --warmup S          run each workload S seconds more first, not measured\n"
+		"  --target OPS        pace all clients at OPS ops/s (YCSB's -target); then\n"
+		"                      latency is also reported from each operation's intended\n"
+		"                      start (no coordinated omission), beside service time\n"
 		"  --dist zipfian|uniform|latest|hotspot  YCSB's requestdistribution (zipfian:\n"
 		"                      its scrambled zipfian)  --repeat N\n"
 		"  --status SECONDS    a progress line every SECONDS (10; 0: none)\n"
@@ -573,6 +739,12 @@ static void usage(void)
 		"  --no-load           use the data already in --data\n"
 		"  --allow-disk        allow a data dir that is not on tmpfs (warns)\n"
 		"  --json FILE         write every result (headline rows + summary) to FILE\n"
+		"  --keep              row cache and memtables in kept regions (files in the\n"
+		"                      region dir): the next open attaches to them, checked\n"
+		"  --restart           kill -9 the store mid-run and start it again on the same\n"
+		"                      data: warm (--keep's regions attached) vs cold (fresh\n"
+		"                      regions), ops/s per 100 ms, time to 90 %% of steady,\n"
+		"                      acknowledged writes lost (README: Fast restart)\n"
 		"       cassandra-like bench [--quick] [--json FILE] [options]\n"
 		"  the benchmark: as root, mounts its own tmpfs huge=always and huge=never\n"
 		"  (--quick: small sizes for CI)\n");
@@ -595,7 +767,6 @@ static enum kv_backing parse_backing(const char *s)
 	fprintf(stderr, "cassandra-like: unknown backend '%s' (shmem, memfd, thp)\n", s);
 	exit(2);
 }
-
 
 /*
  * `cassandra-like bench`: the benchmark as bench/run runs it. As root it
@@ -663,19 +834,38 @@ static void bench_unmount(void)
 /* ---- main, in steps ---- */
 
 static const struct option long_opts[] = {
-	{ "data", 1, 0, 'd' },	      { "base-data", 1, 0, 'D' },
-	{ "pages", 1, 0, 'P' },	      { "region-dir", 1, 0, 'R' },
-	{ "cache-backend", 1, 0, 'C' }, { "memtable-backend", 1, 0, 'M' },
-	{ "records", 1, 0, 'n' },     { "fieldlen", 1, 0, 'f' },
-	{ "threads", 1, 0, 't' },     { "workloads", 1, 0, 'w' },
-	{ "seconds", 1, 0, 's' },     { "ops", 1, 0, 'o' },
-	{ "dist", 1, 0, 'z' },	      { "repeat", 1, 0, 'r' },
-	{ "status", 1, 0, 'i' },      { "cache-mb", 1, 0, 'c' },
-	{ "memtable-mb", 1, 0, 'm' }, { "verify", 0, 0, 'V' },
-	{ "acklog", 1, 0, 'a' },      { "check", 1, 0, 'k' },
-	{ "no-load", 0, 0, 'N' },     { "allow-disk", 0, 0, 'A' },
-	{ "json", 1, 0, 'j' },	      { "quick", 0, 0, 'q' },
-	{ "log-dir", 1, 0, 'L' },     { "help", 0, 0, 'h' },
+	{ "data", 1, 0, 'd' },
+	{ "base-data", 1, 0, 'D' },
+	{ "pages", 1, 0, 'P' },
+	{ "region-dir", 1, 0, 'R' },
+	{ "cache-backend", 1, 0, 'C' },
+	{ "memtable-backend", 1, 0, 'M' },
+	{ "records", 1, 0, 'n' },
+	{ "fieldlen", 1, 0, 'f' },
+	{ "threads", 1, 0, 't' },
+	{ "workloads", 1, 0, 'w' },
+	{ "seconds", 1, 0, 's' },
+	{ "ops", 1, 0, 'o' },
+	{ "dist", 1, 0, 'z' },
+	{ "repeat", 1, 0, 'r' },
+	{ "status", 1, 0, 'i' },
+	{ "cache-mb", 1, 0, 'c' },
+	{ "memtable-mb", 1, 0, 'm' },
+	{ "verify", 0, 0, 'V' },
+	{ "acklog", 1, 0, 'a' },
+	{ "check", 1, 0, 'k' },
+	{ "no-load", 0, 0, 'N' },
+	{ "allow-disk", 0, 0, 'A' },
+	{ "json", 1, 0, 'j' },
+	{ "quick", 0, 0, 'q' },
+	{ "log-dir", 1, 0, 'L' },
+	{ "help", 0, 0, 'h' },
+	{ "keep", 0, 0, 'K' },
+	{ "fieldcount", 1, 0, 'F' },
+	{ "writeallfields", 0, 0, 'W' },
+	{ "target", 1, 0, 'T' },
+	{ "warmup", 1, 0, 'U' },
+	{ "restart", 0, 0, 'S' },
 	{ 0, 0, 0, 0 },
 };
 
@@ -722,13 +912,29 @@ static bool bench_defaults(int *argc, char ***argv)
 	(*argv)++;
 	(*argc)--;
 	opt.threads = 20;
-	opt.records = quick ? 20000 : 400000;
+	/* YCSB's rows of 10 x 100 B: 763 MiB of data (19 MiB quick) */
+	opt.records = quick ? 20000 : 800000;
 	opt.seconds = quick ? 2 : 15;
 	opt.repeat = quick ? 1 : 3;
 	opt.status = quick ? 1 : 5;
 	opt.cache_mb = quick ? 32 : 512;
 	opt.memtable_mb = quick ? 8 : 64;
 	return true;
+}
+
+/* The value of --name as a number in [0, hi] (what: the message); else
+ * exit 2. --target must be more than 0. */
+static double secs_opt(const char *name, const char *s, double hi, const char *what)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (!*s || *end || !(v >= 0 && v <= hi) || (!strcmp(name, "target") && !(v > 0))) {
+		fprintf(stderr, "cassandra-like: --%s %s: want a %s, at most %g\n", name, s, what,
+			hi);
+		exit(2);
+	}
+	return v;
 }
 
 static void parse_options(int argc, char **argv, struct driver *d)
@@ -738,18 +944,54 @@ static void parse_options(int argc, char **argv, struct driver *d)
 
 	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': opt.data = optarg; break;
-		case 'D': opt.base_data = optarg; break;
-		case 'P': d->pages = optarg; break;
-		case 'R': opt.region_dir = optarg; break;
-		case 'L': opt.log_dir = optarg; break;
-		case 'C': opt.cache_b = parse_backing(optarg); opt.cache_b_set = true; break;
-		case 'M': opt.mt_b = parse_backing(optarg); break;
-		case 'n': opt.records = num_opt("records", optarg, 1, UINT32_MAX); break;
-		/* 20 fields: a value of 40 B to 64 KiB */
-		case 'f': opt.fieldlen = (unsigned)num_opt("fieldlen", optarg, 2, 3276); break;
-		case 't': opt.threads = (unsigned)num_opt("threads", optarg, 1, MAX_THREADS); break;
-		case 'w': snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg); break;
+		case 'd':
+			opt.data = optarg;
+			break;
+		case 'D':
+			opt.base_data = optarg;
+			break;
+		case 'P':
+			d->pages = optarg;
+			break;
+		case 'R':
+			opt.region_dir = optarg;
+			break;
+		case 'L':
+			opt.log_dir = optarg;
+			break;
+		case 'C':
+			opt.cache_b = parse_backing(optarg);
+			opt.cache_b_set = true;
+			break;
+		case 'M':
+			opt.mt_b = parse_backing(optarg);
+			break;
+		case 'n':
+			opt.records = num_opt("records", optarg, 1, UINT32_MAX);
+			break;
+		/* a row of up to 64 KiB: checked with --fieldcount below */
+		case 'f':
+			opt.row.fieldlen = (unsigned)num_opt("fieldlen", optarg, 1, 65000);
+			break;
+		case 'F':
+			opt.row.fields = (unsigned)num_opt("fieldcount", optarg, 1, 1000);
+			break;
+		case 'W':
+			opt.writeall = true;
+			break;
+		case 'T':
+			opt.target = secs_opt("target", optarg, 1e9, "ops/s, more than 0");
+			break;
+		case 'U':
+			opt.warmup =
+				secs_opt("warmup", optarg, 86400, "time in seconds, at least 0");
+			break;
+		case 't':
+			opt.threads = (unsigned)num_opt("threads", optarg, 1, MAX_THREADS);
+			break;
+		case 'w':
+			snprintf(opt.workloads, sizeof(opt.workloads), "%s", optarg);
+			break;
 		case 's':
 			opt.seconds = strtod(optarg, &end);
 			if (*end || !(opt.seconds > 0 && opt.seconds <= 86400)) {
@@ -760,7 +1002,9 @@ static void parse_options(int argc, char **argv, struct driver *d)
 				exit(2);
 			}
 			break;
-		case 'o': opt.ops = num_opt("ops", optarg, 0, INT64_MAX); break;
+		case 'o':
+			opt.ops = num_opt("ops", optarg, 0, INT64_MAX);
+			break;
 		case 'z':
 			if (!ycsb_dist_from_name(optarg, &opt.dist)) {
 				fprintf(stderr,
@@ -770,18 +1014,46 @@ static void parse_options(int argc, char **argv, struct driver *d)
 				exit(2);
 			}
 			break;
-		case 'r': opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS); break;
-		case 'i': opt.status = (unsigned)num_opt("status", optarg, 0, 86400); break;
-		case 'c': opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20); break;
-		case 'm': opt.memtable_mb = num_opt("memtable-mb", optarg, 1, 1 << 16); break;
-		case 'V': opt.verify = true; break;
-		case 'a': opt.acklog = optarg; break;
-		case 'k': opt.check = optarg; break;
-		case 'N': opt.no_load = true; break;
-		case 'A': opt.allow_disk = true; break;
-		case 'j': opt.json = optarg; break;
-		case 'q': break; /* bench: handled by bench_defaults */
-		default: usage();
+		case 'r':
+			opt.repeat = (unsigned)num_opt("repeat", optarg, 1, MAX_RUNS);
+			break;
+		case 'i':
+			opt.status = (unsigned)num_opt("status", optarg, 0, 86400);
+			break;
+		case 'c':
+			opt.cache_mb = num_opt("cache-mb", optarg, 0, 1 << 20);
+			break;
+		case 'm':
+			opt.memtable_mb = num_opt("memtable-mb", optarg, 1, 1 << 16);
+			break;
+		case 'V':
+			opt.verify = true;
+			break;
+		case 'a':
+			opt.acklog = optarg;
+			break;
+		case 'k':
+			opt.check = optarg;
+			break;
+		case 'N':
+			opt.no_load = true;
+			break;
+		case 'A':
+			opt.allow_disk = true;
+			break;
+		case 'j':
+			opt.json = optarg;
+			break;
+		case 'q':
+			break; /* bench: handled by bench_defaults */
+		case 'K':
+			opt.keep = true;
+			break;
+		case 'S':
+			opt.restart = opt.keep = true;
+			break;
+		default:
+			usage();
 		}
 	}
 }
@@ -790,6 +1062,14 @@ static void parse_options(int argc, char **argv, struct driver *d)
 static void check_options(struct driver *d)
 {
 	int nv = opt.base_data ? 2 : 1, runs;
+
+	if ((uint64_t)opt.row.fields * opt.row.fieldlen > 65000) {
+		fprintf(stderr,
+			"cassandra-like: --fieldcount %u x --fieldlen %u: a row of at most 65000 "
+			"bytes\n",
+			opt.row.fields, opt.row.fieldlen);
+		exit(2);
+	}
 
 	for (const char *p = opt.workloads; *p && d->nwl < sizeof(d->wls); p++)
 		if (strchr("abcfu", *p | 0x20))
@@ -848,8 +1128,8 @@ static int run_phases(struct driver *d)
 {
 	printf("cassandra-like: %" PRIu64 " records x %d fields x %u B = %" PRIu64
 	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB\n",
-	       opt.records, NFIELDS, opt.fieldlen, opt.records * value_len() >> 20, opt.threads,
-	       ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb);
+	       opt.records, opt.row.fields, opt.row.fieldlen, opt.records * value_len() >> 20,
+	       opt.threads, ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb);
 	print_run_header();
 	for (int i = 0; i < d->nv && !opt.no_load; i++) {
 		struct run_result *r = &results[nresults++];
@@ -935,12 +1215,22 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ycsb_gen_init(&keygen, opt.dist, opt.records);
 
+	if (opt.restart) {
+		if (opt.base_data || d.pages) {
+			fprintf(stderr, "cassandra-like: --restart runs huge pages only: no "
+					"--base-data or --pages\n");
+			return 2;
+		}
+		rc = run_restart(d.wls[0]);
+		bench_unmount();
+		return rc;
+	}
 	rc = open_variants(&d);
 	if (!rc && opt.check) {
 		rc = check_acklog(&d.vs[0], opt.check);
 	} else if (!rc && opt.acklog &&
-		   (acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-				     0644)) < 0) {
+		   (acklog_fd = open(opt.acklog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) <
+			   0) {
 		fprintf(stderr, "cassandra-like: %s: %s\n", opt.acklog, strerror(errno));
 		rc = 2;
 	} else if (!rc) {

@@ -9,11 +9,10 @@
 
 #include "engine.h"
 #include "generator.h"
+#include "hist.h"
+#include "row.h"
 
 #include <stdio.h>
-
-#define NFIELDS 20
-#define HDR 24 /* key, nonce, crc + pad at the head of field 0 */
 
 /* OP_RMW (workload F): a read, then an update of the same key; its read
  * and update are also counted under OP_READ and OP_UPDATE, as YCSB does */
@@ -25,24 +24,19 @@ struct ycsb_opts {
 	enum kv_backing cache_b, mt_b;
 	bool cache_b_set;
 	uint64_t records, ops;
-	unsigned fieldlen, threads, repeat, status;
+	struct row_fmt row; /* --fieldcount (10), --fieldlen (100): YCSB's defaults */
+	bool writeall;	    /* --writeallfields: updates write every field */
+	unsigned threads, repeat, status;
 	double seconds;
+	double target; /* --target OPS: ops/s over all threads; 0: as fast as possible */
+	double warmup; /* --warmup S: seconds of each run not measured */
 	char workloads[32];
 	enum ycsb_dist dist;
 	bool verify, no_load, allow_disk, huge, base;
+	bool keep, restart; /* --keep, --restart (ycsb_restart.c) */
 	size_t cache_mb, memtable_mb;
 };
 extern struct ycsb_opts opt;
-
-/* latency histogram: log-linear buckets, ~3 % precision */
-#define HB 2048
-struct hist {
-	uint64_t b[HB];
-	uint64_t n, sum, max;
-};
-void hist_add(struct hist *h, uint64_t ns);
-void hist_merge(struct hist *d, const struct hist *s);
-double hist_pct_us(const struct hist *h, double p);
 
 struct variant {
 	const char *name; /* "huge" | "base" */
@@ -56,9 +50,11 @@ struct variant {
 struct run_result {
 	char workload;
 	const char *variant;
-	uint64_t ops;
-	double secs, ops_s;
-	struct hist h[NOPS];
+	uint64_t ops, warm_ops; /* measured; done in the warm-up, not measured */
+	double secs, ops_s;	/* secs: from the start (after the warm-up) to the
+				 * end of the last measured operation */
+	struct hist h[NOPS];	/* service time: the operation's own start to end */
+	struct hist ih[NOPS];	/* --target: from its intended start to its end */
 	size_t res[3], huge[3];
 	struct kv_stats st0, st1;
 	uint64_t minflt; /* page faults the process took during the run */
@@ -71,6 +67,19 @@ struct run_result {
 extern struct run_result results[MAX_RUNS];
 extern int nresults;
 extern _Atomic uint64_t verify_reads, verify_errors;
+
+/* the driver's pieces that --restart (ycsb_restart.c) uses */
+struct client;
+struct client *clients_start(struct variant *v, char workload, uint64_t t0);
+uint64_t clients_ops(struct client *cl);
+int clients_stop(struct client *cl);
+int open_variant(struct variant *v, bool huge);
+/* a run of workload ('L': the load) on v, until --seconds or --ops */
+int phase(struct variant *v, char workload, struct run_result *res);
+void print_keep_info(struct variant *v);
+uint64_t check_acked(struct variant *v, const uint64_t *snap, uint64_t *keys);
+/* --restart: the whole run; the exit code */
+int run_restart(char workload);
 
 const char *wl_name(char w);
 /* the per-run table: its header, then one row per run as it ends */

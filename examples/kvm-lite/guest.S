@@ -61,6 +61,11 @@
 	out %eax, $KL_PORT_REPORT
 .endm
 
+#define CPD_CHECKED 0
+#define CPD_TSC 8
+#define CPD_CPUID 16
+#define CP_DR7 0x00f50400	/* RW/LEN fields set, no breakpoint enabled */
+
 	.balign 4096
 kl_guest_start:
 	tsc %r14
@@ -159,6 +164,9 @@ kl_guest_start:
 	inc %ecx
 	cmp $32, %ecx
 	jb 8b
+	mov $(KL_IDT + 6 * 16), %rdi
+	lea ud_stub(%rip), %rsi
+	call set_gate			/* #UD: the AVX probe's, or a real one */
 	mov $(KL_IDT + 3 * 16), %rdi
 	lea vmm_call(%rip), %rsi
 	movabs $0x0000ee0000000000, %r9	/* present, DPL 3, 64-bit int gate */
@@ -169,6 +177,50 @@ kl_guest_start:
 	lidt (%rsp)
 	add $16, %rsp
 
+	/* XSAVE with AVX where CPUID offers both: CR4.OSFXSR|OSXMMEXCPT|
+	 * OSXSAVE and XCR0 = x87|SSE|AVX, so the CPL 3 code can hold state
+	 * only XSAVE/XCRs save (the upper YMM halves); avx_on says so. */
+	mov $1, %eax
+	xor %ecx, %ecx
+	cpuid
+	and $((1 << 26) | (1 << 28)), %ecx	/* XSAVE, AVX */
+	cmp $((1 << 26) | (1 << 28)), %ecx
+	jne 9f
+	mov $0xd, %eax
+	xor %ecx, %ecx
+	cpuid
+	and $7, %eax
+	cmp $7, %eax
+	jne 9f
+	mov %cr4, %rax
+	or $((1 << 9) | (1 << 10) | (1 << 18)), %rax
+	mov %rax, %cr4
+	xor %ecx, %ecx
+	xor %edx, %edx
+	mov $7, %eax
+	xsetbv
+	movq $1, avx_on(%rip)
+9:
+	/* --test-hostile, the CPL 0 part: `in` from ports nobody serves and
+	 * from a port that only takes `out`, and MMIO outside RAM (a 2 MiB
+	 * leaf at GPA 1 GiB - 2 MiB, where RAM is smaller): the VMM's policy
+	 * reads all ones and ignores writes (run.c) */
+	testq $KL_P_HOSTILE, KLP_FLAGS(%r15)
+	jz 9f
+	in $0x61, %al
+	mov $0x1234, %edx
+	in %dx, %eax
+	in $KL_PORT_REPORT, %eax
+	cmpq $0x3fe00000, KLP_RAM(%r15)
+	ja 9f
+	mov $(KL_GUEST_PT + 0x2000 + 511 * 8), %rdi
+	movq $(0x3fe00000 | 0x83), (%rdi)	/* P|RW|PS */
+	invlpg 0x3fe00000
+	mov 0x3fe00000, %rax
+	movl $0x12345678, 0x3fe00010
+	movq $0, (%rdi)
+	invlpg 0x3fe00000
+9:
 	tsc %rbx
 	sub %r14, %rbx
 	report0 KL_EV_SETUP
@@ -225,10 +277,190 @@ isr_common:
 	 * the exit (and may save and restore the vCPU here, for the
 	 * checkpoint); iretq returns past the int3 with every register but
 	 * rdx as the caller left it. */
+	/* #UD at avx_probe: CPUID offered AVX and XCR0 has it, but the CPU
+	 * does not run it (qemu 7.2's TCG for a nested guest): no AVX, and on
+	 * past the 4-byte probe. Any other #UD is the guest's exception. */
+	.balign 16
+ud_stub:
+	push %rax
+	lea avx_probe(%rip), %rax
+	cmp %rax, 8(%rsp)
+	pop %rax
+	jne 1f
+	addq $4, (%rsp)
+	movq $0, avx_on(%rip)
+	iretq
+1:	pushq $6
+	jmp isr_common
+
 	.balign 16
 vmm_call:
+	cmp $KL_PORT_CHECKPOINT, %edx
+	je cp_call
 	out %eax, %dx
 	iretq
+
+/* The checkpoint, at CPL 0: set the state only CPL 0 can (MSRs, debug
+ * registers) to values a new vCPU would not have, note the TSC and the
+ * KL_CPUID_LEAF, stop for the VMM, then check each after the restore and
+ * report KL_EV_VSTATE (rbx = checked << 32 | differing). Every register
+ * but rdx is the caller's again at the iretq. */
+cp_call:
+	push %rax
+	push %rbx
+	push %rcx
+	push %rsi
+	push %rdi
+	push %r8
+	push %r9
+	lea cp_data(%rip), %rsi
+	movq $(KL_VS_STAR | KL_VS_LSTAR | KL_VS_CSTAR | KL_VS_SFMASK | KL_VS_KGSBASE | KL_VS_PAT | KL_VS_DR0_3 | KL_VS_DR7 | KL_VS_TSC | KL_VS_CPUID), CPD_CHECKED(%rsi)
+	/* TSC_AUX exists for the guest when CPUID has RDTSCP or RDPID */
+	mov $0x80000001, %eax
+	xor %ecx, %ecx
+	cpuid
+	bt $27, %edx
+	jc 1f
+	mov $7, %eax
+	xor %ecx, %ecx
+	cpuid
+	bt $22, %ecx
+	jnc 2f
+1:	orq $KL_VS_TSC_AUX, CPD_CHECKED(%rsi)
+2:	lea cp_msrs(%rip), %rdi
+3:	mov (%rdi), %ecx			/* MSR index, 0 ends */
+	test %ecx, %ecx
+	jz 5f
+	cmp $0xc0000103, %ecx
+	jne 4f
+	testq $KL_VS_TSC_AUX, CPD_CHECKED(%rsi)
+	jz 6f
+4:	mov 8(%rdi), %eax
+	mov 12(%rdi), %edx
+	wrmsr
+6:	add $16, %rdi
+	jmp 3b
+5:	mov $0x1000, %rax
+	mov %rax, %dr0
+	mov $0x2008, %rax
+	mov %rax, %dr1
+	mov $0x3010, %rax
+	mov %rax, %dr2
+	mov $0x4018, %rax
+	mov %rax, %dr3
+	mov $CP_DR7, %rax
+	mov %rax, %dr7
+	mov $KL_CPUID_LEAF, %eax
+	xor %ecx, %ecx
+	cpuid
+	mov %ebx, CPD_CPUID(%rsi)
+	mov %ecx, CPD_CPUID+4(%rsi)
+	mov %eax, CPD_CPUID+8(%rsi)
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov %rax, CPD_TSC(%rsi)
+
+	mov $KL_PORT_CHECKPOINT, %edx
+	out %eax, %dx
+	/* restored (or not snapshotted at all): check */
+
+	lea cp_data(%rip), %rsi
+	xor %r8d, %r8d				/* differing */
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	cmp CPD_TSC(%rsi), %rax
+	jae 1f
+	or $KL_VS_TSC, %r8
+1:	lea cp_msrs(%rip), %rdi
+3:	mov (%rdi), %ecx
+	test %ecx, %ecx
+	jz 5f
+	cmp $0xc0000103, %ecx
+	jne 4f
+	testq $KL_VS_TSC_AUX, CPD_CHECKED(%rsi)
+	jz 6f
+4:	rdmsr
+	cmp 8(%rdi), %eax
+	jne 7f
+	cmp 12(%rdi), %edx
+	je 6f
+7:	mov 4(%rdi), %eax			/* its KL_VS_ bit */
+	or %rax, %r8
+6:	add $16, %rdi
+	jmp 3b
+5:	xor %r9d, %r9d
+	mov %dr0, %rax
+	cmp $0x1000, %rax
+	setne %r9b
+	mov %dr1, %rax
+	cmp $0x2008, %rax
+	setne %al
+	or %al, %r9b
+	mov %dr2, %rax
+	cmp $0x3010, %rax
+	setne %al
+	or %al, %r9b
+	mov %dr3, %rax
+	cmp $0x4018, %rax
+	setne %al
+	or %al, %r9b
+	test %r9b, %r9b
+	jz 1f
+	or $KL_VS_DR0_3, %r8
+1:	mov %dr7, %rax
+	and $CP_DR7, %rax
+	cmp $CP_DR7, %rax
+	je 1f
+	or $KL_VS_DR7, %r8
+1:	mov $KL_CPUID_LEAF, %eax
+	xor %ecx, %ecx
+	cpuid
+	cmp CPD_CPUID(%rsi), %ebx
+	jne 2f
+	cmp CPD_CPUID+4(%rsi), %ecx
+	jne 2f
+	cmp CPD_CPUID+8(%rsi), %eax
+	jne 2f
+	cmp $KL_CPUID_SIG, %eax
+	je 1f
+2:	or $KL_VS_CPUID, %r8
+1:	mov CPD_CHECKED(%rsi), %rbx
+	shl $32, %rbx
+	or %r8, %rbx
+	mov $KL_EV_VSTATE, %eax
+	out %eax, $KL_PORT_REPORT
+	pop %r9
+	pop %r8
+	pop %rdi
+	pop %rsi
+	pop %rcx
+	pop %rbx
+	pop %rax
+	iretq
+
+/* MSR, its KL_VS_ bit, the value the guest sets: none of them a reset
+ * value. PAT: entries 0-3 as at reset (the page tables use entry 0, WB),
+ * entries 6 and 7 changed. LSTAR/CSTAR canonical, never called. */
+	.balign 16
+cp_msrs:
+	.long 0xc0000081, KL_VS_STAR
+	.quad 0x001b000800000000
+	.long 0xc0000082, KL_VS_LSTAR
+	.quad 0xffffffff81234560
+	.long 0xc0000083, KL_VS_CSTAR
+	.quad 0xffffffff81234580
+	.long 0xc0000084, KL_VS_SFMASK
+	.quad 0x47700
+	.long 0xc0000102, KL_VS_KGSBASE
+	.quad 0x00007fffdeadb000
+	.long 0x277, KL_VS_PAT
+	.quad 0x0105040600070406
+	.long 0xc0000103, KL_VS_TSC_AUX
+	.quad 0x2a
+	.long 0, 0
+	.quad 0
 
 /* ---------------- CPL 3 ---------------- */
 	.globl kl_guest_user_start
@@ -272,11 +504,86 @@ fpr_round:
 	mov %r8, %rax
 	jmp fill
 
+/* ymm0-15 = their patterns, where the CPL 0 setup turned AVX on */
+ymm_set:
+	cmpq $0, avx_on(%rip)
+	je 1f
+	.irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+	vbroadcastsd ymm_pat+8*\n(%rip), %ymm\n
+	.endr
+1:	ret
+
+/* After the restore: rbx = checked << 32 | differing (KL_VS_XCR0,
+ * KL_VS_YMM); 0 checked without AVX. Clobbers rax, rcx, rdx. */
+ymm_check:
+	xor %ebx, %ebx
+	cmpq $0, avx_on(%rip)
+	je 9f
+	xor %ecx, %ecx
+	xgetbv
+	and $7, %eax
+	cmp $7, %eax
+	je 1f
+	or $KL_VS_XCR0, %ebx
+	jmp 8f				/* no AVX state: ymm would #UD */
+1:	sub $32, %rsp
+	.irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+	vmovdqu %ymm\n, (%rsp)
+	mov ymm_pat+8*\n(%rip), %rax
+	xor %ecx, %ecx
+	.irp q, 0,8,16,24
+	cmp \q(%rsp), %rax
+	setne %dl
+	or %dl, %cl
+	.endr
+	test %cl, %cl
+	jz 2f
+	or $KL_VS_YMM, %ebx
+2:
+	.endr
+	add $32, %rsp
+8:	movabs $((KL_VS_XCR0 | KL_VS_YMM) << 32), %rax
+	or %rax, %rbx
+9:	ret
+
+/* --test-hostile: requests no VMM may act on. Each must come back with
+ * rax = -EINVAL (or, for a port nobody serves, be ignored); rbx = how
+ * many were refused as the guest saw it, reported as KL_EV_HOSTILE. */
+hostile:
+	xor %r9d, %r9d
+	lea hostile_reqs(%rip), %r10
+1:	mov (%r10), %edx			/* port, 0 ends */
+	test %edx, %edx
+	jz 3f
+	mov 8(%r10), %rbx
+	mov 16(%r10), %rsi
+	mov 24(%r10), %rax
+	int3
+	cmp $-22, %rax				/* -EINVAL */
+	jne 2f
+	inc %r9
+2:	add $32, %r10
+	jmp 1b
+3:	mov %r9, %rbx
+	report KL_EV_HOSTILE
+	ret
+
 user_main:
 	mov $KL_PARAMS, %r15
-	testq $KL_P_UD2, KLP_FLAGS(%r15)
+	cmpq $0, avx_on(%rip)
+	je 1f
+avx_probe:
+	vxorps %ymm0, %ymm0, %ymm0	/* 4 bytes; ud_stub skips it on #UD */
+1:	testq $KL_P_UD2, KLP_FLAGS(%r15)
 	jz 1f
 	ud2
+1:	testq $KL_P_HANG, KLP_FLAGS(%r15)
+	jz 1f
+2:	pause
+	jmp 2b					/* never exits: the watchdog's case */
+1:	testq $KL_P_HOSTILE, KLP_FLAGS(%r15)
+	jz 1f
+	call hostile
 1:
 	mov KLP_DATA(%r15), %r12
 	mov KLP_DATA_LEN(%r15), %r13
@@ -365,7 +672,10 @@ user_main:
 
 20:	testq $KL_P_CHECKPOINT, KLP_FLAGS(%r15)
 	jz 21f
+	call ymm_set
 	vmm KL_PORT_CHECKPOINT
+	call ymm_check
+	report KL_EV_VSTATE_USER
 	mov %r12, %rdi
 	mov %r13, %rsi
 	call checksum
@@ -374,6 +684,32 @@ user_main:
 21:	vmm KL_PORT_DONE
 22:	jmp 22b
 kl_guest_user_end:
+
+	.balign 8
+avx_on:	.quad 0
+/* the checkpoint's notes (cp_call) */
+cp_data:
+	.quad 0		/* CPD_CHECKED */
+	.quad 0		/* CPD_TSC */
+	.quad 0, 0	/* CPD_CPUID: ebx, ecx, eax */
+ymm_pat:
+	.irp n, 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
+	.quad 0x0101010101010101 * \n ^ 0x8040201008040201
+	.endr
+/* port, rbx (gpa), rsi (len), rax: each one refused with -EINVAL but the
+ * ports nobody serves (ignored: rax comes back unchanged, 0) */
+hostile_reqs:
+	.quad KL_PORT_FREE, 0, 0x200000, 0		/* the VMM's page tables, setup */
+	.quad KL_PORT_FREE, 0x7ffffffffffff000, 0x2000, 0	/* far outside RAM */
+	.quad KL_PORT_FREE, 0x400000, 0xfffffffffffff000, 0	/* wraps around */
+	.quad KL_PORT_FREE, 0x400000, 0, 0		/* empty */
+	.quad KL_PORT_FREE, 0x400001, 0x200000, 1	/* not page aligned */
+	.quad KL_PORT_ACQUIRE, 0x400000, 0x1001, 0	/* not page aligned */
+	.quad KL_PORT_ACQUIRE, 0xffffffffffe00000, 0x200000, 0	/* beyond */
+	.quad KL_PORT_FREE, KL_KEEP_REC, 0x1000, 0	/* the checkpoint record */
+	.quad 0x1234, 0x400000, 0x200000, 0		/* nobody's port */
+	.quad 0x80, 0, 0, 0				/* POST code port */
+	.quad 0, 0, 0, 0
 
 	.balign 16
 gdt:

@@ -8,8 +8,10 @@
  * drops to CPL 3 and runs timed loops; it reports to the VMM by port I/O
  * from CPL 0 (run.c serves each port). Free page reporting maps onto
  * hpr_release_lazy()/hpr_reclaim()/hpr_fault_in(), and snapshot/restore
- * onto hpr_save()/hpr_load() plus a vCPU state file. --matrix (matrix.c)
- * runs every host backing x guest page size.
+ * onto hpr_save()/hpr_load() plus a vCPU state file. With --keep the RAM
+ * is a kept region that outlives the VMM and a new VMM resumes on it with
+ * nothing copied (keep.c). --matrix (matrix.c) runs every host backing x
+ * guest page size.
  *
  * This file is the command: options, the checks that need no KVM, and one
  * run's report. Everything that can be checked without /dev/kvm (sizes,
@@ -25,6 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "keep.h"
+#include "kick.h"
 #include "kvm.h"
 #include "layout.h"
 #include "matrix.h"
@@ -38,42 +42,65 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: kvm-lite [options]\n"
-		"  -m, --ram SIZE         guest RAM (default 64M; multiple of 2M, or of\n"
-		"                         the host page size)\n"
-		"  -b, --backend B        host backing: 4k thp shmem shmem-huge hugetlb\n"
-		"                         hugetlb-1g (default thp; shmem/hugetlb are\n"
-		"                         shared fds; hugetlb-1g needs -m in whole GiB)\n"
-		"  -g, --guest-page P     guest page tables: 4k or 2m (default 2m)\n"
-		"      --shmem-dir DIR    tmpfs mounted huge=always for shmem-huge (default:\n"
-		"                         a private one in a new mount namespace)\n"
-		"      --matrix           run host {4k,thp,hugetlb,shmem-huge} x guest\n"
-		"                         {4k,2m} and print ratios vs 4k+4k\n"
-		"      --repeat N         matrix rounds, interleaved (default 3); the\n"
-		"                         matrix runs no --fpr/--snapshot rounds\n"
-		"      --fpr              free page reporting rounds (release, reuse);\n"
-		"                         with --matrix: after the matrix, interleaved\n"
-		"                         FPR rounds on thp, hugetlb and shmem-huge\n"
-		"      --json FILE        with --matrix: the results as JSON (bench/run)\n"
-		"      --quick            with --matrix: 1 round and short loops unless\n"
-		"                         --repeat/--rand-iters/--stride-reps say otherwise\n"
-		"      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
-		"                         PREFIX.ram (hpr_save) and the vCPU to\n"
-		"                         PREFIX.vcpu, restore into a new VM, resume\n"
-		"      --rand-iters N     random updates (default 1M)\n"
-		"      --stride-reps N    passes of the 4 KiB stride (default 4)\n"
-		"      --workers N        prefault threads (default: one per CPU)\n"
-		"  -v, --verbose          print every guest report\n"
-		"      --test-guest-fault the guest executes ud2 at CPL 3 (tests its\n"
-		"                         IDT/TSS; the run fails with exception 6)\n"
-		"      --probe            only say whether /dev/kvm is usable (opens it,\n"
-		"                         creates a VM) and which KVM it is: exit 0 or 77\n"
-		"exit: 0 ok, 1 run failed, 2 bad input, 77 no usable /dev/kvm\n");
+	fprintf(f, "usage: kvm-lite [options]\n"
+		   "  -m, --ram SIZE         guest RAM (default 64M; multiple of 2M, or of\n"
+		   "                         the host page size)\n"
+		   "  -b, --backend B        host backing: 4k thp shmem shmem-huge hugetlb\n"
+		   "                         hugetlb-1g (default thp; shmem/hugetlb are\n"
+		   "                         shared fds; hugetlb-1g needs -m in whole GiB)\n"
+		   "  -g, --guest-page P     guest page tables: 4k or 2m (default 2m)\n"
+		   "      --shmem-dir DIR    tmpfs mounted huge=always for shmem-huge (default:\n"
+		   "                         a private one in a new mount namespace)\n"
+		   "      --matrix           run host {4k,thp,hugetlb,shmem-huge} x guest\n"
+		   "                         {4k,2m} and print ratios vs 4k+4k\n"
+		   "      --repeat N         matrix rounds, interleaved (default 3); the\n"
+		   "                         matrix runs no --fpr/--snapshot rounds\n"
+		   "      --fpr              free page reporting rounds (release, reuse);\n"
+		   "                         with --matrix: after the matrix, interleaved\n"
+		   "                         FPR rounds on thp, hugetlb and shmem-huge\n"
+		   "      --json FILE        with --matrix: the results as JSON (bench/run)\n"
+		   "      --quick            with --matrix: 1 round and short loops unless\n"
+		   "                         --repeat/--rand-iters/--stride-reps say otherwise\n"
+		   "      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
+		   "                         PREFIX.ram (hpr_save) and the vCPU to\n"
+		   "                         PREFIX.vcpu, restore into a new VM, resume\n"
+		   "      --keep DIR/NAME    guest RAM is the kept region NAME on DIR, a tmpfs\n"
+		   "                         mounted huge= or hugetlbfs (the mount decides\n"
+		   "                         the backing); needs --snapshot PREFIX: at the\n"
+		   "                         checkpoint the vCPU goes to PREFIX.vcpu (not\n"
+		   "                         on hugetlbfs) and the RAM stays where it is.\n"
+		   "                         PREFIX.vcpu there: resume on the kept RAM\n"
+		   "                         (nothing copied), else boot and keep it\n"
+		   "      --checkpoint-pause S  with --keep: stop at the checkpoint and wait\n"
+		   "                         S seconds (kill -9 it there, or it exits 0);\n"
+		   "                         resume later with the same command\n"
+		   "      --rand-iters N     random updates (default 1M)\n"
+		   "      --stride-reps N    passes of the 4 KiB stride (default 4)\n"
+		   "      --workers N        prefault threads (default: one per CPU)\n"
+		   "  -v, --verbose          print every guest report\n"
+		   "      --watchdog S       stop a guest that has not exited to the VMM for\n"
+		   "                         S seconds (default 600; 0: never)\n"
+		   "      --test-guest-fault the guest executes ud2 at CPL 3 (tests its\n"
+		   "                         IDT/TSS; the run fails with exception 6)\n"
+		   "      --test-hostile     the guest sends requests the VMM must refuse or\n"
+		   "                         ignore (ranges, ports, MMIO); the run passes only\n"
+		   "                         if each was, and the VMM survived them\n"
+		   "      --test-guest-hang  the guest spins at CPL 3 and never exits (for\n"
+		   "                         --watchdog and SIGINT/SIGTERM)\n"
+		   "      --test-restore-v2  with --snapshot: restore only regs, sregs, fpu\n"
+		   "                         and the host's CPUID, as format 2 did (the\n"
+		   "                         guest's checks must fail)\n"
+		   "      --test-kick signal-mask  kick KVM_RUN through KVM_SET_SIGNAL_MASK\n"
+		   "                         even where KVM_CAP_IMMEDIATE_EXIT exists\n"
+		   "      --probe            only say whether /dev/kvm is usable (opens it,\n"
+		   "                         creates a VM) and which KVM it is: exit 0 or 77\n"
+		   "exit: 0 ok, 1 run failed (the guest crashed, the watchdog stopped it),\n"
+		   "2 bad input, 77 no usable /dev/kvm, 128+N stopped by signal N\n"
+		   "(SIGINT, SIGTERM: the guest is stopped, VM and RAM released)\n");
 }
 
 /* Options into o; PARSED, or the exit code for bad input or --help. */
-static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
+static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, bool *sigmask)
 {
 	static const struct option lo[] = {
 		{ "ram", required_argument, NULL, 'm' },
@@ -84,11 +111,18 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "fpr", no_argument, NULL, 'F' },
 		{ "snapshot", required_argument, NULL, 'S' },
+		{ "keep", required_argument, NULL, 'K' },
+		{ "checkpoint-pause", required_argument, NULL, 'W' },
 		{ "rand-iters", required_argument, NULL, 'R' },
 		{ "stride-reps", required_argument, NULL, 'T' },
 		{ "workers", required_argument, NULL, 'w' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "test-guest-fault", no_argument, NULL, 'U' },
+		{ "test-hostile", no_argument, NULL, 'H' },
+		{ "test-guest-hang", no_argument, NULL, 'G' },
+		{ "test-restore-v2", no_argument, NULL, 'O' },
+		{ "test-kick", required_argument, NULL, 'k' },
+		{ "watchdog", required_argument, NULL, 'd' },
 		{ "json", required_argument, NULL, 'J' },
 		{ "quick", no_argument, NULL, 'Q' },
 		{ "probe", no_argument, NULL, 'P' },
@@ -112,10 +146,13 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 			break;
 		case 'b':
 			if (kl_backing_parse(optarg, &o->backend)) {
-				fprintf(stderr, "kvm-lite: unknown backend '%s' (4k thp shmem "
-						"shmem-huge hugetlb hugetlb-1g)\n", optarg);
+				fprintf(stderr,
+					"kvm-lite: unknown backend '%s' (4k thp shmem "
+					"shmem-huge hugetlb hugetlb-1g)\n",
+					optarg);
 				return EXIT_INPUT;
 			}
+			o->backend_set = true;
 			break;
 		case 'g':
 			if (!strcmp(optarg, "4k") || !strcmp(optarg, "4K")) {
@@ -123,7 +160,8 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 			} else if (!strcmp(optarg, "2m") || !strcmp(optarg, "2M")) {
 				o->guest_page = 2ul << 20;
 			} else {
-				fprintf(stderr, "kvm-lite: guest page '%s': use 4k or 2m\n", optarg);
+				fprintf(stderr, "kvm-lite: guest page '%s': use 4k or 2m\n",
+					optarg);
 				return EXIT_INPUT;
 			}
 			break;
@@ -139,6 +177,34 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		case 'S':
 			o->snapshot = optarg;
 			break;
+		case 'K': {
+			static char dir[4096], name[256];
+
+			if (kl_keep_split(optarg, dir, sizeof(dir), name, sizeof(name))) {
+				fprintf(stderr,
+					"kvm-lite: --keep '%s': give DIR/NAME, a file "
+					"NAME in a directory DIR on a tmpfs mounted "
+					"huge= or on hugetlbfs\n",
+					optarg);
+				return EXIT_INPUT;
+			}
+			o->keep = optarg;
+			o->keep_dir = dir;
+			o->keep_name = name;
+			break;
+		}
+		case 'W':
+			errno = 0;
+			o->pause_s = strtod(optarg, &end);
+			if (errno || *end || end == optarg ||
+			    !(o->pause_s >= 0 && o->pause_s <= 86400)) {
+				fprintf(stderr,
+					"kvm-lite: bad --checkpoint-pause '%s': seconds, "
+					"0 to 86400\n",
+					optarg);
+				return EXIT_INPUT;
+			}
+			break;
 		case 'v':
 			o->verbose = true;
 			break;
@@ -147,6 +213,35 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 			break;
 		case 'U':
 			o->ud2 = true;
+			break;
+		case 'H':
+			o->hostile = true;
+			break;
+		case 'G':
+			o->hang = true;
+			break;
+		case 'O':
+			o->test_partial = true;
+			break;
+		case 'k':
+			if (strcmp(optarg, "signal-mask")) {
+				fprintf(stderr,
+					"kvm-lite: --test-kick signal-mask is the only one\n");
+				return EXIT_INPUT;
+			}
+			*sigmask = true;
+			break;
+		case 'd':
+			errno = 0;
+			o->watchdog_s = strtod(optarg, &end);
+			if (errno || *end || end == optarg ||
+			    !(o->watchdog_s >= 0 && o->watchdog_s <= 86400)) {
+				fprintf(stderr,
+					"kvm-lite: bad --watchdog '%s': seconds, 0 (never) to "
+					"86400\n",
+					optarg);
+				return EXIT_INPUT;
+			}
 			break;
 		case 'J':
 			o->json = optarg;
@@ -165,8 +260,10 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 			if (errno || *end || end == optarg || *optarg == '-' ||
 			    (c == 'r' && (v < 1 || v > KL_MAXREP)) || (c == 'w' && v > 1024)) {
 				fprintf(stderr, "kvm-lite: bad number '%s' for --%s\n", optarg,
-					c == 'r' ? "repeat" : c == 'R' ? "rand-iters"
-						  : c == 'T' ? "stride-reps" : "workers");
+					c == 'r' ? "repeat" :
+					c == 'R' ? "rand-iters" :
+					c == 'T' ? "stride-reps" :
+						   "workers");
 				return EXIT_INPUT;
 			}
 			if (c == 'r')
@@ -195,6 +292,19 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 		fprintf(stderr, "kvm-lite: --json and --quick go with --matrix\n");
 		return EXIT_INPUT;
 	}
+	if (o->keep && (!o->snapshot || o->matrix)) {
+		fprintf(stderr, "kvm-lite: --keep needs --snapshot PREFIX (the vCPU's file) "
+				"and runs one guest, not --matrix\n");
+		return EXIT_INPUT;
+	}
+	if (o->test_partial && !o->snapshot) {
+		fprintf(stderr, "kvm-lite: --test-restore-v2 goes with --snapshot\n");
+		return EXIT_INPUT;
+	}
+	if (o->pause_s >= 0 && !o->keep) {
+		fprintf(stderr, "kvm-lite: --checkpoint-pause goes with --keep\n");
+		return EXIT_INPUT;
+	}
 	if (o->quick) {
 		if (!set_repeat)
 			o->repeat = 1;
@@ -208,8 +318,8 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe)
 }
 
 /* Print one run; returns 1 if the second-process check failed. */
-static int print_single(const struct kl_opts *o, const struct kl_layout *l, const struct kl_ram *ram,
-			const struct kl_result *res)
+static int print_single(const struct kl_opts *o, const struct kl_layout *l,
+			const struct kl_ram *ram, const struct kl_result *res)
 {
 	char desc[128];
 	int bad = 0;
@@ -219,19 +329,30 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 	kl_ram_describe(ram, desc, sizeof(desc));
 	printf("host %s (%s), guest %s pages (page-table walk: %s), %zu MiB RAM, %zu MiB measured\n",
 	       kl_backing_names[ram->backing], desc, l->guest_page == 4096 ? "4 KiB" : "2 MiB",
-	       res->guest_leaf == 4096 ? "4 KiB" : res->guest_leaf ? "2 MiB" : "?", l->ram >> 20,
-	       l->data_len >> 20);
-	printf("prefault %.1f ms; guest setup at CPL 0: %.2f Mcycles\n", res->prefault_ms,
-	       kl_mc(res->ev[KL_EV_SETUP]));
-	for (unsigned i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
-		printf("  %-8s %10.2f Mcycles\n", kl_ev_name(evs[i]), kl_mc(res->ev[evs[i]]));
+	       res->guest_leaf == 4096 ? "4 KiB" :
+	       res->guest_leaf	       ? "2 MiB" :
+					 "?",
+	       l->ram >> 20, l->data_len >> 20);
+	if (res->have[KL_EV_SETUP]) {
+		printf("prefault %.1f ms; guest setup at CPL 0: %.2f Mcycles\n", res->prefault_ms,
+		       kl_mc(res->ev[KL_EV_SETUP]));
+		for (unsigned i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+			printf("  %-8s %10.2f Mcycles\n", kl_ev_name(evs[i]),
+			       kl_mc(res->ev[evs[i]]));
+	} else {
+		printf("resumed at checkpoint %llu on kept RAM: the guest's loops ran before the "
+		       "stop\n",
+		       (unsigned long long)o->keep_run->rec.checkpoint);
+	}
 	printf("host coverage: %zu of %zu MiB huge-mapped (%.0f%%), resident %zu MiB\n",
 	       res->st.huge_mapped >> 20, res->st.size >> 20,
 	       res->st.size ? 100.0 * (double)res->st.huge_mapped / (double)res->st.size : 0.0,
 	       res->st.resident >> 20);
-	printf("checksum %#llx: %s\n", (unsigned long long)res->ev[KL_EV_CHECKSUM],
-	       res->sum_mismatch ? "MISMATCH with the host view" : "matches the host view of guest RAM");
-	if (o->fpr) {
+	if (res->have[KL_EV_CHECKSUM])
+		printf("checksum %#llx: %s\n", (unsigned long long)res->ev[KL_EV_CHECKSUM],
+		       res->sum_mismatch ? "MISMATCH with the host view" :
+					   "matches the host view of guest RAM");
+	if (o->fpr && res->have[KL_EV_CHECKSUM_FPR]) {
 		double w = (double)res->ev[KL_EV_FPR_WARM];
 
 		printf("free page reporting, %zu MiB: refill warm %.2f Mc; after release_lazy "
@@ -248,30 +369,48 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l, cons
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_FPR],
 		       res->sum_mismatch ? "MISMATCH" : "matches the host view");
 	}
-	if (kl_ram_fd(ram) >= 0) {
-		uint64_t last = o->snapshot ? res->ev[KL_EV_CHECKSUM_RESTORED]
-			      : o->fpr	    ? res->ev[KL_EV_CHECKSUM_FPR]
-					    : res->ev[KL_EV_CHECKSUM];
+	if (o->hostile)
+		printf("hostile guest: %d guest requests refused, %llu seen refused by the guest, "
+		       "%u accesses ignored; the VMM ran on\n",
+		       res->bad_requests, (unsigned long long)res->ev[KL_EV_HOSTILE], res->ignored);
+	if (kl_ram_fd(ram) >= 0 && !res->stopped) {
+		uint64_t last = o->snapshot ? res->ev[KL_EV_CHECKSUM_RESTORED] :
+				o->fpr	    ? res->ev[KL_EV_CHECKSUM_FPR] :
+					      res->ev[KL_EV_CHECKSUM];
 		int k = kl_ram_other_process_sees(ram, l->data, l->data_len, last);
 
 		bad = k != 1;
 
 		printf("another process mapping hpr_fd(): %s\n",
-		       k == 1 ? "sees the guest's memory (same checksum)"
-		       : k == 0 ? "SEES OTHER DATA" : strerror(-k));
+		       k == 1 ? "sees the guest's memory (same checksum)" :
+		       k == 0 ? "SEES OTHER DATA" :
+				strerror(-k));
 	}
-	if (o->snapshot)
+	if (res->stopped)
+		printf("stopped at the checkpoint; the kept RAM %s and %s.vcpu resume with the "
+		       "same command\n",
+		       o->keep, o->snapshot);
+	else if (o->keep)
+		printf("kept RAM: %s the vCPU on %s (%s RAM, %zu KiB pages), nothing copied; "
+		       "guest checksum after the resume %#llx: %s\n",
+		       o->keep_run->reattaches ? "stopped, re-attached and resumed" : "resumed",
+		       o->keep, kl_backing_names[res->restored_backing], res->restored_page >> 10,
+		       (unsigned long long)res->ev[KL_EV_CHECKSUM_RESTORED],
+		       !res->restored			   ? "NOT RESUMED" :
+		       !res->have[KL_EV_CHECKSUM_RESTORED] ? "NOT REPORTED" :
+		       res->restored_mismatch		   ? "DIFFERS from before the stop" :
+							     "identical to before the stop");
+	else if (o->snapshot)
 		printf("snapshot: hpr_save %.1f ms, hpr_load %.1f ms, restored into a new VM "
 		       "(%s RAM, %zu KiB pages); checksum after restore %#llx: %s\n",
 		       res->save_ms, res->load_ms, kl_backing_names[res->restored_backing],
 		       res->restored_page >> 10,
 		       (unsigned long long)res->ev[KL_EV_CHECKSUM_RESTORED],
-		       !res->restored ? "NOT RESTORED"
-		       : res->restored_mismatch ? "DIFFERS from before the snapshot"
-						: "identical to before the snapshot");
+		       !res->restored	      ? "NOT RESTORED" :
+		       res->restored_mismatch ? "DIFFERS from before the snapshot" :
+						"identical to before the snapshot");
 	return bad;
 }
-
 
 /* Open a usable KVM and say which one, or say why there is none. */
 static int open_kvm(char *msg, size_t len)
@@ -280,14 +419,14 @@ static int open_kvm(char *msg, size_t len)
 
 	if (kvm < 0) {
 		fprintf(stderr, "kvm-lite: SKIP: no usable /dev/kvm: %s — %s\n", strerror(-kvm),
-			kvm == -ENOENT || kvm == -ENODEV || kvm == -ENXIO
-				? "this machine offers no KVM (no vmx/svm, module not loaded, "
-				  "or a KVM that cannot create VMs); run it on a KVM host or in "
-				  "a nested guest (docs/kvm-lite-nested.md)"
-			: kvm == -EPROTO ? "unexpected KVM API version"
-			: kvm == -EACCES || kvm == -EPERM
-				? "not permitted: run as root or join the kvm group"
-				: "KVM_CREATE_VM failed");
+			kvm == -ENOENT || kvm == -ENODEV || kvm == -ENXIO ?
+				"this machine offers no KVM (no vmx/svm, module not loaded, "
+				"or a KVM that cannot create VMs); run it on a KVM host or in "
+				"a nested guest (docs/kvm-lite-nested.md)" :
+			kvm == -EPROTO ? "unexpected KVM API version" :
+			kvm == -EACCES || kvm == -EPERM ?
+					 "not permitted: run as root or join the kvm group" :
+					 "KVM_CREATE_VM failed");
 		return kvm;
 	}
 	kl_kvm_describe(kvm, msg, len);
@@ -323,6 +462,27 @@ static int check_input(const struct kl_opts *o, struct kl_layout *l, struct kl_r
 		}
 		return PARSED;
 	}
+	if (o->keep) {
+		enum kl_backing b;
+		size_t page;
+
+		/* the mount decides the backing and the page size */
+		if (kl_keep_check_paths(o, &b, &page, msg, sizeof(msg))) {
+			fprintf(stderr, "kvm-lite: %s\n", msg);
+			return EXIT_INPUT;
+		}
+		if (kl_layout_init(l, o->ram, o->guest_page, page, kl_backing_names[b], msg,
+				   sizeof(msg))) {
+			fprintf(stderr, "kvm-lite: %s\n", msg);
+			return EXIT_INPUT;
+		}
+		/* boot, or resume: attached, checked, faulted in, before KVM */
+		return kl_keep_open(o, l, ram) ? EXIT_INPUT : PARSED;
+	}
+	if (o->snapshot && kl_snapshot_check_path(o->snapshot, msg, sizeof(msg))) {
+		fprintf(stderr, "kvm-lite: %s\n", msg);
+		return EXIT_INPUT;
+	}
 	if (kl_layout_init(l, o->ram, o->guest_page, kl_backing_page(o->backend),
 			   kl_backing_names[o->backend], msg, sizeof(msg))) {
 		fprintf(stderr, "kvm-lite: %s\n", msg);
@@ -340,15 +500,24 @@ int main(int argc, char **argv)
 		.repeat = 3,
 		.rand_iters = 1ul << 20,
 		.stride_reps = 4,
+		.pause_s = -1,
+		.watchdog_s = 600,
 	};
+	struct kl_keep_run keep_run = { 0 };
 	struct kl_layout l;
 	struct kl_ram ram = { 0 };
 	char msg[512];
-	bool probe = false;
-	int kvm, rc;
+	bool probe = false, sigmask = false;
+	int kvm, rc, sig;
 
-	if ((rc = parse_args(argc, argv, &o, &probe)) != PARSED)
+	o.keep_run = &keep_run;
+	if ((rc = parse_args(argc, argv, &o, &probe, &sigmask)) != PARSED)
 		return rc;
+	/* SIGINT/SIGTERM from here on stop the guest and release everything */
+	if ((rc = kl_kick_install(sigmask))) {
+		fprintf(stderr, "kvm-lite: signal handlers: %s\n", strerror(-rc));
+		return 1;
+	}
 	if (!probe && (rc = check_input(&o, &l, &ram)) != PARSED) {
 		kl_ram_cleanup();
 		return rc;
@@ -358,6 +527,8 @@ int main(int argc, char **argv)
 		/* --probe: usable KVM? Scripts decide with this, not with [ -c ] */
 		if (kvm >= 0)
 			close(kvm);
+		if (o.keep)
+			kl_keep_abandon(&o, &ram); /* a kept file just made: not kept */
 		kl_ram_destroy(&ram);
 		kl_ram_cleanup();
 		return kvm < 0 ? EXIT_SKIP : EXIT_OK;
@@ -369,6 +540,11 @@ int main(int argc, char **argv)
 	kl_ram_destroy(&ram);
 	close(kvm);
 	kl_ram_cleanup();
+	if ((sig = kl_stop_signal())) {
+		fprintf(stderr, "kvm-lite: stopped by %s; VM and guest RAM released\n",
+			kl_signal_name(sig));
+		return 128 + sig;
+	}
 	if (rc)
 		fprintf(stderr, "kvm-lite: FAILED\n");
 	return rc ? 1 : EXIT_OK;

@@ -16,12 +16,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 /* Setup ioctls can return EINTR when a signal arrives while KVM waits on a
  * lock (KVM_CREATE_VM, KVM_SET_USER_MEMORY_REGION on hugetlb memory); they
  * have no side effect then and are simply retried. */
-static long xioctl(int fd, unsigned long req, unsigned long arg)
+long kl_xioctl(int fd, unsigned long req, unsigned long arg)
 {
 	long rc;
 
@@ -48,7 +49,7 @@ int kl_kvm_open(void)
 	/* A device node that answers the API version can still refuse VMs
 	 * (a KVM module that loaded but cannot run guests here): usable means
 	 * a VM can be created. */
-	v = (int)xioctl(fd, KVM_CREATE_VM, 0);
+	v = (int)kl_xioctl(fd, KVM_CREATE_VM, 0);
 	if (v < 0) {
 		v = -errno;
 		close(fd);
@@ -101,20 +102,25 @@ void kl_kvm_describe(int kvm, char *buf, size_t len)
 		memcpy(hv + 8, &d, 4);
 		hv[12] = 0;
 	}
-	snprintf(buf, len,
-		 "%s (%s), nested paging %s, API %d, %d memslots, host %s%s%s",
-		 mod, kind, np, ioctl(kvm, KVM_GET_API_VERSION, 0),
+	snprintf(buf, len, "%s (%s), nested paging %s, API %d, %d memslots, host %s%s%s", mod, kind,
+		 np, ioctl(kvm, KVM_GET_API_VERSION, 0),
 		 ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_NR_MEMSLOTS),
 		 hv[0] ? "runs under hypervisor '" : "is bare metal", hv, hv[0] ? "'" : "");
 }
 
+/* The boot CPUID: what this KVM supports for a guest, plus leaf
+ * KL_CPUID_LEAF with a value of this boot (kvm.h), so a restore that
+ * loaded another vCPU's CPUID -- the host's, not the saved one -- is seen
+ * by the guest. */
 static int set_cpuid(int kvm, int vcpu)
 {
 	struct kvm_cpuid2 *c;
+	struct kvm_cpuid_entry2 *e;
+	uint64_t id = 0;
 	int n = 100, rc;
 
 	for (;;) {
-		c = calloc(1, sizeof(*c) + (size_t)n * sizeof(c->entries[0]));
+		c = calloc(1, sizeof(*c) + ((size_t)n + 1) * sizeof(c->entries[0]));
 		if (!c)
 			return -ENOMEM;
 		c->nent = (unsigned)n;
@@ -126,11 +132,21 @@ static int set_cpuid(int kvm, int vcpu)
 			return rc;
 		n *= 2;
 	}
+	if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+		id = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+	e = &c->entries[c->nent++];
+	memset(e, 0, sizeof(*e));
+	e->function = KL_CPUID_LEAF;
+	e->eax = KL_CPUID_SIG;
+	e->ebx = (uint32_t)id;
+	e->ecx = (uint32_t)(id >> 32) | 1; /* never all zero */
 	rc = ioctl(vcpu, KVM_SET_CPUID2, c) ? -errno : 0;
 	free(c);
 	return rc;
 }
 
+/* Every failure returns the errno of the call that failed (never a stale
+ * one, never 0 with the VM destroyed). */
 int kl_vm_create(struct kl_vm *v, int kvm, void *ram, size_t size)
 {
 	struct kvm_userspace_memory_region slot = {
@@ -143,37 +159,42 @@ int kl_vm_create(struct kl_vm *v, int kvm, void *ram, size_t size)
 
 	memset(v, 0, sizeof(*v));
 	v->vm = v->vcpu = -1;
-	v->vm = xioctl(kvm, KVM_CREATE_VM, (unsigned long)(0));
+	v->kvm = kvm;
+	v->vm = (int)kl_xioctl(kvm, KVM_CREATE_VM, (unsigned long)(0));
 	if (v->vm < 0)
 		return -errno;
 	/* VMX needs a TSS area for real-mode emulation even if we never use
 	 * real mode; outside RAM (KL_MAX_RAM keeps it so). SVM ignores it. */
 	if (ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_SET_TSS_ADDR) > 0 &&
-	    xioctl(v->vm, KVM_SET_TSS_ADDR, (unsigned long)(KL_TSS_ADDR)) < 0)
-		goto fail;
-	if (xioctl(v->vm, KVM_SET_USER_MEMORY_REGION, (unsigned long)(&slot)) < 0)
-		goto fail;
-	v->vcpu = xioctl(v->vm, KVM_CREATE_VCPU, (unsigned long)(0));
+	    kl_xioctl(v->vm, KVM_SET_TSS_ADDR, (unsigned long)(KL_TSS_ADDR)) < 0)
+		goto fail_errno;
+	if (kl_xioctl(v->vm, KVM_SET_USER_MEMORY_REGION, (unsigned long)(&slot)) < 0)
+		goto fail_errno;
+	v->vcpu = (int)kl_xioctl(v->vm, KVM_CREATE_VCPU, (unsigned long)(0));
 	if (v->vcpu < 0)
-		goto fail;
+		goto fail_errno;
 	sz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
-	if (sz <= 0)
+	if (sz < 0)
+		goto fail_errno;
+	if ((size_t)sz < sizeof(struct kvm_run)) {
+		rc = -EPROTO; /* a KVM whose kvm_run is smaller than ours */
 		goto fail;
+	}
 	v->run_size = (size_t)sz;
 	v->run = mmap(NULL, v->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->vcpu, 0);
 	if (v->run == MAP_FAILED) {
 		v->run = NULL;
+		goto fail_errno;
+	}
+	v->immediate_exit = ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) > 0;
+	if ((rc = set_cpuid(kvm, v->vcpu)))
 		goto fail;
-	}
-	if ((rc = set_cpuid(kvm, v->vcpu))) {
-		kl_vm_destroy(v);
-		return rc;
-	}
 	return 0;
-fail:
+fail_errno:
 	rc = -errno;
+fail:
 	kl_vm_destroy(v);
-	return rc;
+	return rc ? rc : -EIO;
 }
 
 void kl_vm_destroy(struct kl_vm *v)
@@ -199,8 +220,8 @@ static void seg(struct kvm_segment *s, uint16_t sel, uint8_t type, int code)
 	s->dpl = 0;
 	s->s = 1;
 	s->g = 1;
-	s->l = code;	 /* 64-bit code segment */
-	s->db = !code;	 /* L and D must not both be set */
+	s->l = code;   /* 64-bit code segment */
+	s->db = !code; /* L and D must not both be set */
 }
 
 int kl_vcpu_enter_long_mode(struct kl_vm *v, uint64_t rip, uint64_t rsp)
@@ -220,49 +241,17 @@ int kl_vcpu_enter_long_mode(struct kl_vm *v, uint64_t rip, uint64_t rsp)
 	s.tr.present = 1;
 	s.tr.limit = 0x67;
 	s.cr3 = KL_BOOT_PML4;
-	s.cr4 = 0x20;				/* PAE */
+	s.cr4 = 0x20;						 /* PAE */
 	s.cr0 = 0x80000000u | 0x10000 | 0x20 | 0x10 | 0x2 | 0x1; /* PG WP NE ET MP PE */
-	s.efer = 0x500;				/* LME | LMA */
-	if (xioctl(v->vcpu, KVM_SET_SREGS, (unsigned long)(&s)) < 0)
+	s.efer = 0x500;						 /* LME | LMA */
+	if (kl_xioctl(v->vcpu, KVM_SET_SREGS, (unsigned long)(&s)) < 0)
 		return -errno;
 	memset(&r, 0, sizeof(r));
 	r.rip = rip;
 	r.rsp = rsp;
 	r.rdi = KL_PARAMS;
 	r.rflags = 0x2;
-	if (xioctl(v->vcpu, KVM_SET_REGS, (unsigned long)(&r)) < 0)
-		return -errno;
-	return 0;
-}
-
-int kl_vcpu_save(struct kl_vm *v, struct kl_vcpu_state *st)
-{
-	/* Documented in api.rst (KVM_EXIT_IO, "immediate_exit"): userspace
-	 * must re-enter once to complete a pending I/O before reading state it
-	 * will migrate; immediate_exit makes that KVM_RUN return -EINTR at
-	 * once, with RIP past the OUT. */
-	int rc, e;
-
-	v->run->immediate_exit = 1;
-	rc = ioctl(v->vcpu, KVM_RUN, 0);
-	e = errno;
-	v->run->immediate_exit = 0;
-	if (rc == 0)
-		return -EIO;
-	if (e != EINTR)
-		return -e;
-	if (ioctl(v->vcpu, KVM_GET_REGS, &st->regs) < 0 ||
-	    ioctl(v->vcpu, KVM_GET_SREGS, &st->sregs) < 0 ||
-	    ioctl(v->vcpu, KVM_GET_FPU, &st->fpu) < 0)
-		return -errno;
-	return 0;
-}
-
-int kl_vcpu_load(struct kl_vm *v, const struct kl_vcpu_state *st)
-{
-	if (xioctl(v->vcpu, KVM_SET_SREGS, (unsigned long)(&st->sregs)) < 0 ||
-	    xioctl(v->vcpu, KVM_SET_REGS, (unsigned long)(&st->regs)) < 0 ||
-	    xioctl(v->vcpu, KVM_SET_FPU, (unsigned long)(&st->fpu)) < 0)
+	if (kl_xioctl(v->vcpu, KVM_SET_REGS, (unsigned long)(&r)) < 0)
 		return -errno;
 	return 0;
 }

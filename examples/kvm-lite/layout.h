@@ -5,7 +5,8 @@
  * it holds only macros when __ASSEMBLER__ is defined.
  *
  * Guest RAM is one hpregion region mapped at GPA 0. Below 2 MiB live the
- * VMM's boot page tables, the parameter block, the guest's GDT/IDT/TSS,
+ * VMM's boot page tables, the parameter block, the --keep checkpoint
+ * record (a page the guest never touches), the guest's GDT/IDT/TSS,
  * its stacks and its code; from 2 MiB the guest builds its own page tables
  * (4 KiB or 2 MiB leaves); the rest, from data_start (2 MiB aligned), is
  * the memory the measured loops run over.
@@ -17,6 +18,7 @@
 #define KL_BOOT_PDPT 0x2000
 #define KL_BOOT_PD 0x3000	/* 2 MiB leaves over the first GiB */
 #define KL_PARAMS 0x5000	/* struct kl_params, written by the VMM */
+#define KL_KEEP_REC 0x6000	/* --keep: checkpoint record (keeprec.h), VMM only */
 #define KL_IDT 0x7000		/* 32 interrupt gates, built by the guest */
 #define KL_TSS 0x8000		/* 104-byte TSS (rsp0), filled by the guest */
 #define KL_KSTACK_TOP 0x10000	/* CPL 0 stack: 0x9000..0x10000 */
@@ -37,7 +39,7 @@
 #define KL_SEL_TSS 0x28
 
 /* I/O ports the guest's CPL 0 code writes with `out %eax`. CPL 3 code
- * calls the VMM with `syscall` (port in dx), whose CPL 0 entry does the
+ * calls the VMM with `int3` (port in dx), whose CPL 0 gate does the
  * `out`: kvm-pvm does not honour IOPL 3 at CPL 3. */
 #define KL_PORT_REPORT 0xe0	/* eax event, rbx/rcx values */
 #define KL_PORT_FREE 0xe1	/* free page report: rbx gpa, rsi len */
@@ -58,12 +60,38 @@
 #define KL_EV_FPR_RECLAIMED 9	/* same after release_lazy + reclaim */
 #define KL_EV_CHECKSUM_FPR 10	/* rbx: checksum after the FPR rounds */
 #define KL_EV_CHECKSUM_RESTORED 11 /* rbx: checksum after restore */
+/* After the restore, the guest's checks of the vCPU state it set before
+ * the checkpoint; rbx = checked << 32 | differing, bits KL_VS_* */
+#define KL_EV_VSTATE 12		/* CPL 0: MSRs, debug registers, TSC, CPUID */
+#define KL_EV_VSTATE_USER 13	/* CPL 3: XCR0 and the YMM registers */
+#define KL_EV_HOSTILE 14	/* --test-hostile: rbx = requests refused as the guest saw */
+#define KL_VS_STAR 0x1
+#define KL_VS_LSTAR 0x2
+#define KL_VS_CSTAR 0x4
+#define KL_VS_SFMASK 0x8
+#define KL_VS_KGSBASE 0x10
+#define KL_VS_PAT 0x20
+#define KL_VS_TSC_AUX 0x40	/* checked when CPUID has RDTSCP or RDPID */
+#define KL_VS_DR0_3 0x80
+#define KL_VS_DR7 0x100
+#define KL_VS_TSC 0x200		/* rdtsc after the restore >= before the checkpoint */
+#define KL_VS_CPUID 0x400	/* KL_CPUID_LEAF as at boot */
+#define KL_VS_XCR0 0x1		/* (KL_EV_VSTATE_USER) XCR0 has x87|SSE|AVX */
+#define KL_VS_YMM 0x2		/* (KL_EV_VSTATE_USER) ymm0-15, upper halves too */
 
 /* kl_params.flags */
 #define KL_P_GUEST_2M 0x1	/* 2 MiB leaves in the guest page tables */
 #define KL_P_FPR 0x2		/* run the free page reporting rounds */
 #define KL_P_CHECKPOINT 0x4	/* stop at KL_PORT_CHECKPOINT once */
 #define KL_P_UD2 0x8		/* test: #UD at CPL 3 (IDT, TSS.rsp0 path) */
+#define KL_P_HOSTILE 0x10	/* test: hostile requests to the VMM (run.c's policy) */
+#define KL_P_HANG 0x20		/* test: spin at CPL 3 after setup, never exit */
+
+/* A CPUID leaf kvm-lite adds to the boot CPUID: eax KL_CPUID_SIG, ebx:ecx
+ * a value chosen at boot. The guest reads it before its checkpoint and
+ * after the restore: equal only if the saved CPUID was restored. */
+#define KL_CPUID_LEAF 0x4b4c0000
+#define KL_CPUID_SIG 0x314c4b21 /* "!KL1" */
 
 /* kl_params field offsets, for guest.S */
 #define KLP_RAM 0

@@ -2,11 +2,13 @@
 /*
  * kvm-lite --matrix (see matrix.h). Every cell, of the matrix and of the
  * free page reporting rounds, is one create/run/destroy of guest RAM and a
- * VM (run_cell); rounds start at another cell each time, so drift of the
- * machine spreads over all cells.
+ * VM (run_cell), and both go through the same loop of interleaved rounds
+ * (interleave): rounds start at another cell each time, so drift of the
+ * machine spreads over all cells; what differs is what each collects.
  */
 #define _GNU_SOURCE
 #include "matrix.h"
+#include "kick.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -90,46 +92,98 @@ static int run_cell(const struct kl_opts *o, int kvm, enum kl_backing b, size_t 
 	return 0;
 }
 
-static int run_matrix(const struct kl_opts *o, int kvm, struct bench_out *out)
-{
-	struct kl_opts mo = *o; /* the matrix runs no FPR or snapshot rounds */
-	static const unsigned evs[4] = { KL_EV_MEMSET1, KL_EV_MEMSET2, KL_EV_STRIDE, KL_EV_RANDOM };
-	uint64_t m[NCELL][4][KL_MAXREP];
-	double *cov = out->cov, pf[NCELL];
-	size_t leaf[NCELL];
-	int *done = out->done, bad = 0;
-	char (*why)[320] = out->why;
-	uint64_t (*med)[4] = out->med;
+/* The cells of one experiment: what each runs on, where its results go. */
+struct cells {
+	unsigned n, step; /* cells; round r starts at cell r * step */
+	const enum kl_backing *backing;
+	bool matrix; /* cell c: backing[c / 2], guest 4k or 2m; else backing[c], 2m */
+	char (*why)[320];
+	int *done;
+	size_t *fpr_len;
+	void (*collect)(void *ctx, unsigned c, int n, const struct kl_result *res);
+	void *ctx;
+};
 
-	memset(leaf, 0, sizeof(leaf));
-	memset(pf, 0, sizeof(pf));
-	mo.fpr = false;
-	mo.snapshot = NULL;
+/* The one create/run/destroy loop of --matrix and of the FPR rounds:
+ * o->repeat interleaved rounds over the cells, each round starting at
+ * another cell so that drift of the machine spreads over all of them; a
+ * cell that cannot run here is not tried again. 1 if a cell failed. */
+static int interleave(const struct kl_opts *o, int kvm, const struct cells *cs)
+{
+	int bad = 0;
+
 	for (unsigned rep = 0; rep < o->repeat; rep++) {
-		/* Interleave: each round starts at another cell, so drift of the
-		 * machine (other load, host reclaim) spreads over all cells. */
-		for (unsigned k = 0; k < NCELL; k++) {
-			unsigned c = (k + rep * 3) % NCELL;
+		for (unsigned k = 0; k < cs->n; k++) {
+			unsigned c = (k + rep * cs->step) % cs->n;
+			enum kl_backing b = cs->backing[cs->matrix ? c / 2 : c];
+			size_t gp = cs->matrix && !(c % 2) ? 4096 : 2ul << 20;
 			struct kl_result res;
 			int rc;
 
-			if (why[c][0])
+			if (kl_stop_signal())
+				return 1; /* SIGINT/SIGTERM: no more cells */
+			if (cs->why[c][0])
 				continue;
-			rc = run_cell(&mo, kvm, mx_rows[c / 2], c % 2 ? (2ul << 20) : 4096, &res,
-				      NULL, why[c], sizeof(why[c]));
+			rc = run_cell(o, kvm, b, gp, &res, cs->fpr_len, cs->why[c],
+				      sizeof(cs->why[c]));
 			bad |= rc < 0;
 			if (rc == 0) {
-				for (int e = 0; e < 4; e++)
-					m[c][e][done[c]] = res.ev[evs[e]];
-				/* coverage summed over rounds, averaged below */
-				cov[c] += res.st.size ? (double)res.st.huge_mapped / (double)res.st.size
-						      : 0;
-				pf[c] += res.prefault_ms;
-				leaf[c] = res.guest_leaf;
-				done[c]++;
+				cs->collect(cs->ctx, c, cs->done[c], &res);
+				cs->done[c]++;
 			}
 		}
 	}
+	return bad;
+}
+
+/* One matrix cell's run: its four loops, host coverage, prefault, leaf. */
+struct matrix_ctx {
+	uint64_t (*m)[4][KL_MAXREP];
+	double *cov, pf[NCELL];
+	size_t leaf[NCELL];
+};
+
+static void matrix_collect(void *ctx, unsigned c, int n, const struct kl_result *res)
+{
+	static const unsigned evs[4] = { KL_EV_MEMSET1, KL_EV_MEMSET2, KL_EV_STRIDE, KL_EV_RANDOM };
+	struct matrix_ctx *mc = ctx;
+
+	for (int e = 0; e < 4; e++)
+		mc->m[c][e][n] = res->ev[evs[e]];
+	/* coverage summed over rounds, averaged below */
+	mc->cov[c] += res->st.size ? (double)res->st.huge_mapped / (double)res->st.size : 0;
+	mc->pf[c] += res->prefault_ms;
+	mc->leaf[c] = res->guest_leaf;
+}
+
+static int run_matrix(const struct kl_opts *o, int kvm, struct bench_out *out)
+{
+	struct kl_opts mo = *o; /* the matrix runs no FPR or snapshot rounds */
+	uint64_t m[NCELL][4][KL_MAXREP];
+	double *cov = out->cov, *pf;
+	size_t *leaf;
+	struct matrix_ctx mc;
+	int *done = out->done, bad;
+	char(*why)[320] = out->why;
+	uint64_t(*med)[4] = out->med;
+
+	pf = mc.pf;
+	leaf = mc.leaf;
+
+	memset(&mc, 0, sizeof(mc));
+	mc.m = m;
+	mc.cov = cov;
+	mo.fpr = false;
+	mo.snapshot = NULL;
+	bad = interleave(&mo, kvm,
+			 &(struct cells){ .n = NCELL,
+					  .step = 3,
+					  .backing = mx_rows,
+					  .matrix = true,
+					  .why = why,
+					  .done = done,
+					  .collect = matrix_collect,
+					  .ctx = &mc });
 	for (int c = 0; c < NCELL; c++)
 		for (int e = 0; e < 4; e++) {
 			med[c][e] = 0;
@@ -160,10 +214,32 @@ static int run_matrix(const struct kl_opts *o, int kvm, struct bench_out *out)
 			printf("%-16s ", cell);
 		}
 		printf("%7.0f%%   %-10s %.0f ms\n", 100.0 * cov[c] / done[c],
-		       leaf[c] == 4096 ? "4 KiB" : leaf[c] ? "2 MiB" : "?", pf[c] / done[c]);
+		       leaf[c] == 4096 ? "4 KiB" :
+		       leaf[c]	       ? "2 MiB" :
+					 "?",
+		       pf[c] / done[c]);
 		cov[c] /= done[c];
 	}
 	return bad;
+}
+
+/* One FPR round's run: the guest's refills and the host's ms. */
+struct fpr_ctx {
+	double w[NFPR][KL_MAXREP], lz[NFPR][KL_MAXREP], rc[NFPR][KL_MAXREP];
+	double rel[NFPR][2][KL_MAXREP], acq[NFPR][2][KL_MAXREP];
+};
+
+static void fpr_collect(void *ctx, unsigned c, int n, const struct kl_result *res)
+{
+	struct fpr_ctx *fc = ctx;
+
+	fc->w[c][n] = kl_mc(res->ev[KL_EV_FPR_WARM]);
+	fc->lz[c][n] = kl_mc(res->ev[KL_EV_FPR_LAZY]);
+	fc->rc[c][n] = kl_mc(res->ev[KL_EV_FPR_RECLAIMED]);
+	for (int j = 0; j < 2; j++) {
+		fc->rel[c][j][n] = res->release_ms[j];
+		fc->acq[c][j][n] = res->acquire_ms[j];
+	}
 }
 
 /*
@@ -176,35 +252,22 @@ static int run_matrix(const struct kl_opts *o, int kvm, struct bench_out *out)
 static int run_fpr_rounds(const struct kl_opts *o, int kvm, struct bench_out *out)
 {
 	struct kl_opts fo = *o;
-	double w[NFPR][KL_MAXREP], lz[NFPR][KL_MAXREP], rc_[NFPR][KL_MAXREP];
-	double rel[NFPR][2][KL_MAXREP], acq[NFPR][2][KL_MAXREP];
-	int bad = 0;
+	struct fpr_ctx fc;
+	double(*w)[KL_MAXREP] = fc.w, (*lz)[KL_MAXREP] = fc.lz, (*rc_)[KL_MAXREP] = fc.rc;
+	double(*rel)[2][KL_MAXREP] = fc.rel, (*acq)[2][KL_MAXREP] = fc.acq;
+	int bad;
 
 	fo.fpr = true;
 	fo.snapshot = NULL;
-	for (unsigned rep = 0; rep < o->repeat; rep++) {
-		for (unsigned k = 0; k < NFPR; k++) {
-			unsigned c = (k + rep) % NFPR;
-			struct kl_result res;
-			int rc, n = out->fpr_done[c];
-
-			if (out->fpr_why[c][0])
-				continue;
-			rc = run_cell(&fo, kvm, fpr_rows[c], 2ul << 20, &res, &out->fpr_len,
-				      out->fpr_why[c], sizeof(out->fpr_why[c]));
-			bad |= rc < 0;
-			if (rc == 0) {
-				w[c][n] = kl_mc(res.ev[KL_EV_FPR_WARM]);
-				lz[c][n] = kl_mc(res.ev[KL_EV_FPR_LAZY]);
-				rc_[c][n] = kl_mc(res.ev[KL_EV_FPR_RECLAIMED]);
-				for (int j = 0; j < 2; j++) {
-					rel[c][j][n] = res.release_ms[j];
-					acq[c][j][n] = res.acquire_ms[j];
-				}
-				out->fpr_done[c]++;
-			}
-		}
-	}
+	bad = interleave(&fo, kvm,
+			 &(struct cells){ .n = NFPR,
+					  .step = 1,
+					  .backing = fpr_rows,
+					  .why = out->fpr_why,
+					  .done = out->fpr_done,
+					  .fpr_len = &out->fpr_len,
+					  .collect = fpr_collect,
+					  .ctx = &fc });
 	printf("\nfree page reporting, guest refills %zu MiB it reported free, median of %u "
 	       "interleaved rounds\n(Mcycles in the guest, ratio vs warm; host ms for the "
 	       "report and the reuse)\n",
@@ -277,8 +340,8 @@ static int write_json(const char *path, const struct kl_opts *o, const char *kvm
 			"release_lazy vs warm, %s, Mcycles\", \"ours\": %.2f, \"baseline\": "
 			"%.2f, \"ratio\": %.3f, \"anchor\": \"reuse after free page reporting "
 			"costs nothing extra once freed lazily (MADV_FREE)\"},",
-			first ? "" : ",", kl_backing_names[fpr_rows[c]], out->fpr_lazy[c], out->fpr_warm[c],
-			out->fpr_lazy[c] / out->fpr_warm[c]);
+			first ? "" : ",", kl_backing_names[fpr_rows[c]], out->fpr_lazy[c],
+			out->fpr_warm[c], out->fpr_lazy[c] / out->fpr_warm[c]);
 		fprintf(f,
 			"\n  {\"measure\": \"guest refill after release + reclaim vs warm, %s, "
 			"Mcycles\", \"ours\": %.2f, \"baseline\": %.2f, \"ratio\": %.3f},",
@@ -296,7 +359,8 @@ static int write_json(const char *path, const struct kl_opts *o, const char *kvm
 	fprintf(f, "\n ],\n \"matrix\": [");
 	for (int c = 0; c < NCELL; c++) {
 		fprintf(f, "%s\n  {\"host\": \"%s\", \"guest\": \"%s\", \"rounds\": %d",
-			c ? "," : "", kl_backing_names[mx_rows[c / 2]], c % 2 ? "2m" : "4k", out->done[c]);
+			c ? "," : "", kl_backing_names[mx_rows[c / 2]], c % 2 ? "2m" : "4k",
+			out->done[c]);
 		for (int e = 0; e < 4 && out->done[c]; e++)
 			fprintf(f, ", \"%s_mcycles\": %.3f", mx_ev_names[e], kl_mc(out->med[c][e]));
 		if (out->done[c])

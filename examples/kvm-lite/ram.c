@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const kl_backing_names[KB_N] = { "4k",	  "thp",     "shmem", "shmem-huge",
-					      "hugetlb", "hugetlb-1g" };
+const char *const kl_backing_names[KB_N] = { "4k",	   "thp",     "shmem",
+					     "shmem-huge", "hugetlb", "hugetlb-1g" };
 
 static char tmpfs_dir[64];
 
@@ -148,8 +148,7 @@ static int backing_config(struct hpr_config *c, enum kl_backing b, size_t size,
 	}
 }
 
-int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
-		  const struct kl_ram_opts *o)
+int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size, const struct kl_ram_opts *o)
 {
 	struct hpr_config c;
 	int rc;
@@ -176,6 +175,48 @@ int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
 		kl_ram_destroy(ram);
 	}
 	return rc;
+}
+
+int kl_ram_keep(struct kl_ram *ram, const char *dir, const char *name, size_t size,
+		const struct kl_ram_opts *o, bool attach_only, bool *attached, double *ms)
+{
+	struct hpr_config c;
+	double t;
+	int rc;
+
+	memset(ram, 0, sizeof(*ram));
+	hpr_config_init(&c);
+	c.size = size;
+	c.path = dir;
+	c.name = name;
+	c.workers = o->workers;
+	c.backend = HPR_BACKEND_AUTO; /* the mount decides: shmem or hugetlb */
+	c.flags = HPR_F_SHARED | (attach_only ? HPR_F_ATTACH_ONLY : HPR_F_ATTACH);
+	t = now_ms();
+	rc = hpr_create(&c, &ram->r);
+	*ms = now_ms() - t;
+	if (rc) {
+		fprintf(stderr, "kvm-lite: cannot %s kept guest RAM %s/%s: %s\n",
+			attach_only ? "attach to" : "attach to or create", dir, name,
+			hpr_strerror(rc));
+		return rc;
+	}
+	*attached = hpr_attached(ram->r);
+	ram->backing = hpr_backend_of(ram->r) == HPR_BACKEND_SHMEM ? KB_SHMEM_HUGE :
+		       hpr_page_size(ram->r) == (1ul << 30)	   ? KB_HUGETLB_1G :
+								     KB_HUGETLB;
+	ram->base = hpr_base(ram->r);
+	ram->size = hpr_size(ram->r);
+	return 0;
+}
+
+long long kl_ram_file_blocks(const struct kl_ram *ram)
+{
+	struct stat st;
+
+	if (fstat(hpr_fd(ram->r), &st))
+		return -errno;
+	return (long long)st.st_blocks;
 }
 
 void kl_ram_destroy(struct kl_ram *ram)
@@ -253,6 +294,20 @@ const char *kl_ram_error(int rc)
 	return hpr_strerror(rc);
 }
 
+size_t kl_ram_page(const struct kl_ram *ram)
+{
+	size_t ps = hpr_page_size(ram->r);
+
+	return ps > 4096 ? ps : 4096;
+}
+
+size_t kl_ram_huge_mapped(struct kl_ram *ram)
+{
+	struct hpr_stats st;
+
+	return hpr_stats(ram->r, &st) ? 0 : st.huge_mapped;
+}
+
 int kl_ram_fd(const struct kl_ram *ram)
 {
 	return hpr_fd(ram->r);
@@ -263,10 +318,10 @@ void kl_ram_describe(const struct kl_ram *ram, char *buf, size_t len)
 	size_t ps = hpr_page_size(ram->r);
 
 	snprintf(buf, len, "hpregion %s, %s, %s", hpr_backend_name(hpr_backend_of(ram->r)),
-		 ram->backing == KB_4K ? "MADV_NOHUGEPAGE"
-		 : ps == (2ul << 20)   ? "2 MiB pages"
-		 : ps == (1ul << 30)   ? "1 GiB pages"
-				       : "base pages",
+		 ram->backing == KB_4K ? "MADV_NOHUGEPAGE" :
+		 ps == (2ul << 20)     ? "2 MiB pages" :
+		 ps == (1ul << 30)     ? "1 GiB pages" :
+					 "base pages",
 		 hpr_fd(ram->r) >= 0 ? "shared fd" : "private");
 }
 

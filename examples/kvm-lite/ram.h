@@ -11,6 +11,8 @@
  *   snapshot / restore                 kl_ram_save/_load  hpr_save / hpr_load
  *   "is my guest really huge?"         kl_ram_stats       hpr_stats (smaps)
  *   RAM another process maps           kl_ram_fd          hpr_fd (shmem, hugetlb)
+ *   RAM that outlives the VMM (--keep) kl_ram_keep        hpr_create HPR_F_ATTACH(_ONLY),
+ *                                                         hpr_attached
  *
  * Errors are printed here with the library's advice (hpr_strerror), so
  * callers only pass the -errno on.
@@ -55,9 +57,18 @@ struct kl_ram_opts {
 
 /* Create (not fault in) guest RAM. Nothing is touched yet, but hugetlb is
  * reserved and tmpfs space checked, so a short pool fails here. */
-int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size,
-		  const struct kl_ram_opts *o);
+int kl_ram_create(struct kl_ram *ram, enum kl_backing b, size_t size, const struct kl_ram_opts *o);
 void kl_ram_destroy(struct kl_ram *ram);
+/* --keep: guest RAM as the kept region dir/name (a tmpfs mounted huge= or
+ * hugetlbfs; the backing follows the mount). attach_only: it must exist
+ * (-ENOENT otherwise); else it is attached if it exists and created if
+ * not. Shared, so the guest's writes go to the file and outlive the VMM.
+ * Not faulted in; *attached says which happened, *ms how long
+ * hpr_create took. */
+int kl_ram_keep(struct kl_ram *ram, const char *dir, const char *name, size_t size,
+		const struct kl_ram_opts *o, bool attach_only, bool *attached, double *ms);
+/* The backing file's allocated 512-byte blocks (st_blocks), or -errno. */
+long long kl_ram_file_blocks(const struct kl_ram *ram);
 /* Unmount the private tmpfs, if kl_ram_create made one. */
 void kl_ram_cleanup(void);
 
@@ -77,6 +88,11 @@ size_t kl_ram_lazy(struct kl_ram *ram);
 const char *kl_ram_version(void);
 /* The library's explanation of an error a kl_ram_* call returned. */
 const char *kl_ram_error(int rc);
+/* The RAM's host page size (hpr_page_size, at least 4 KiB): what a
+ * release or fault-in range must be a multiple of. */
+size_t kl_ram_page(const struct kl_ram *ram);
+/* Bytes of the RAM huge-mapped right now (smaps), 0 if unknown. */
+size_t kl_ram_huge_mapped(struct kl_ram *ram);
 /* The fd another process can map, or -1 (private RAM). */
 int kl_ram_fd(const struct kl_ram *ram);
 /* "hpregion thp, 2 MiB pages, private" */

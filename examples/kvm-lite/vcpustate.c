@@ -77,7 +77,7 @@ int kl_vcpu_state_write(int fd, const struct kl_vcpu_state *st)
 
 	memset(&f, 0, sizeof(f));
 	memcpy(f.h.magic, KL_VCPU_MAGIC, 8);
-	f.h.version = 1;
+	f.h.version = KL_VCPU_VERSION;
 	f.h.payload = sizeof(f.s);
 	f.s = *st;
 	crc = kl_crc32(&f, sizeof(f));
@@ -88,7 +88,7 @@ int kl_vcpu_state_write(int fd, const struct kl_vcpu_state *st)
 	return fsync(fd) ? -errno : 0;
 }
 
-int kl_vcpu_state_read(int fd, struct kl_vcpu_state *st)
+int kl_vcpu_state_read(int fd, struct kl_vcpu_state *st, uint32_t *version)
 {
 	struct {
 		struct kl_vcpu_hdr h;
@@ -105,7 +105,12 @@ int kl_vcpu_state_read(int fd, struct kl_vcpu_state *st)
 		return (int)n;
 	if ((size_t)n < sizeof(f.h) || memcmp(f.h.magic, KL_VCPU_MAGIC, 8))
 		return -EINVAL;
-	if (f.h.version != 1 || f.h.payload != sizeof(f.s) || (size_t)n < sizeof(f))
+	if (version)
+		*version = f.h.version;
+	/* another version's payload is another layout: never read as ours */
+	if (f.h.version != KL_VCPU_VERSION)
+		return -EPROTO;
+	if (f.h.payload != sizeof(f.s) || (size_t)n < sizeof(f))
 		return -EBADMSG;
 	n = read_all(fd, &crc, 4);
 	if (n != 4 || read_all(fd, &extra, 1) != 0)
