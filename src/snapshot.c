@@ -975,25 +975,24 @@ static int load_table(struct snap_op *op, int fd, uint64_t table_sum, uint64_t p
 static int load_extents(struct snap_op *op, int fd)
 {
 	hpr_region *r = op->r;
-	off_t pos = lseek(fd, 0, SEEK_CUR), data = -1, data_end = -1;
+	off_t pos = lseek(fd, 0, SEEK_CUR), data = -1;
 	int rc = 0;
 
+	/* SEEK_DATA once a page (one lookup where the page is there), no
+	 * SEEK_HOLE: on tmpfs that walks the page cache folio by folio to the
+	 * end of the extent, 8 ms for 512 MiB of 4 KiB folios on 6.18, which
+	 * a lazy load's return waited for */
 	for (size_t i = 0; i < r->npages && !rc; i++) {
 		off_t a = (off_t)file_off(op, i, 0), b = a + (off_t)r->page_size;
 
 		if (!(op->tab[i].flags & HPR__SNAP_PG_DATA))
 			continue;
-		if (data_end <= a) { /* the extent known so far ends before a */
+		if (data < a) { /* the data found so far lies before a */
 			data = lseek(fd, a, SEEK_DATA);
 			if (data < 0 && errno == EINVAL)
 				break; /* no SEEK_DATA here: the checksums still catch it */
-			if (data < 0) {
-				data = data_end = OFF_END; /* ENXIO: no data after a */
-			} else {
-				data_end = lseek(fd, data, SEEK_HOLE);
-				if (data_end < 0)
-					data_end = OFF_END;
-			}
+			if (data < 0)
+				data = OFF_END; /* ENXIO: no data after a */
 		}
 		if (data >= b)
 			rc = hpr__fail(-EBADMSG,
