@@ -381,13 +381,15 @@ void hpr__lazy_unregister(struct hpr__lazy *L)
 {
 	struct uffdio_range rg = { .start = (uintptr_t)L->r->base, .len = L->r->size };
 
-	if (L->uffd < 0)
+	if (L->uffd < 0 || L->unregistered)
 		return;
 	/* wakes every thread still blocked on the region: it faults again,
-	 * now without userfaultfd */
+	 * now without userfaultfd. The descriptor stays open until the load
+	 * is freed: an hpr_fault_in caller may still answer or wake on it
+	 * (the kernel refuses, harmlessly), and a closed number could be
+	 * another file's by then (TSan saw the close race such a wake). */
 	hpr__lazy_ioctl(L, UFFDIO_UNREGISTER, &rg);
-	hpr__os->close(L->uffd);
-	L->uffd = -1;
+	L->unregistered = true;
 }
 
 /* Every page present: PMD-mapped, collapsing what is not (shmem's

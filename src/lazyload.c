@@ -273,18 +273,24 @@ static int lazy_start(struct hpr__lazy *L)
 	atomic_store(&r->lazy_load, HPR_LAZY_UFFD);
 	atomic_store(&r->lazy_fallback_err, 0);
 	atomic_store(&r->snapshot_io, HPR_IO_PREADWRITE);
+	/* the driver first: hpr-uffd joins it, so driver_on is set before
+	 * hpr-uffd can read it (TSan saw hpr-uffd read it while it was set) */
 	hpr__fork_lock();
 	hpr__fork_handle_add(&L->fh);
-	rc = hpr__thread_start(&L->handler, hpr__lazy_handler, L, "hpr-uffd", NULL, 256 * 1024);
+	rc = hpr__thread_start(&L->driver, hpr__lazy_driver, L, "hpr-lazyfill", NULL, 256 * 1024);
+	L->driver_on = !rc;
 	if (!rc) {
-		L->threads = true;
-		rc = hpr__thread_start(&L->driver, hpr__lazy_driver, L, "hpr-lazyfill", NULL,
+		rc = hpr__thread_start(&L->handler, hpr__lazy_handler, L, "hpr-uffd", NULL,
 				       256 * 1024);
-		L->driver_on = !rc;
+		L->threads = !rc;
 	}
 	hpr__fork_unlock();
 	if (rc)
 		hpr__lazy_fail(L, rc, "cannot start the load's threads: %s", strerror(-rc));
+	if (rc && L->driver_on && !L->threads) { /* the fill stops at its next page */
+		pthread_join(L->driver, NULL);
+		L->driver_on = false;
+	}
 	return rc;
 }
 

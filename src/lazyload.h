@@ -20,10 +20,11 @@ struct lazy_buf {
 
 struct hpr__lazy {
 	hpr_region *r;
-	int fd;	    /* the caller's snapshot fd, duplicated */
-	int uffd;   /* -1 once unregistered */
-	int evfd;   /* wakes hpr-uffd: an error, a cancel, the fill's end */
-	bool minor; /* shmem: page cache through fd, UFFDIO_CONTINUE */
+	int fd;		   /* the caller's snapshot fd, duplicated */
+	int uffd;	   /* open until lazy_free (-1: none, or a forked child's) */
+	int evfd;	   /* wakes hpr-uffd: an error, a cancel, the fill's end */
+	bool minor;	   /* shmem: page cache through fd, UFFDIO_CONTINUE */
+	bool unregistered; /* by the thread that ends the load */
 	uint64_t data_off;
 	struct hpr__snap_ent *tab;
 	size_t ndata;
@@ -94,7 +95,7 @@ void *hpr__lazy_handler(void *arg);
 void *hpr__lazy_driver(void *arg);
 /* saved pages not mapped: PROT_NONE */
 void hpr__lazy_protect(struct hpr__lazy *L);
-/* unregister the region and close the userfaultfd (idempotent) */
+/* unregister the region (idempotent); the userfaultfd stays open */
 void hpr__lazy_unregister(struct hpr__lazy *L);
 
 #endif

@@ -100,16 +100,17 @@ static off_t file_page(size_t p)
 
 /* ---- a slow file: each page read sleeps, so that the touchers run
  * while the fill does; and a gate: while it is shut, the reads of pages
- * GATE_PAGE and on wait, except the test thread's own (hpr_fault_in), so
- * the load surely still runs when the test acts -- however long this
- * (nice) process waits for a CPU; sleeps alone were not enough on a loaded
- * machine ---- */
+ * GATE_PAGE to gate_end - 1 wait, except the test thread's own
+ * (hpr_fault_in), so the load surely still runs when the test acts --
+ * however long this (nice) process waits for a CPU; sleeps alone were not
+ * enough on a loaded machine ---- */
 static struct hpr_os_ops slow_ops;
 static _Atomic unsigned slow_us;
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static bool gate_shut;
 static pthread_t gate_owner;
+static size_t gate_end;
 #define GATE_PAGE 7
 
 static ssize_t slow_pread_full(int fd, void *buf, size_t len, off_t off)
@@ -118,17 +119,19 @@ static ssize_t slow_pread_full(int fd, void *buf, size_t len, off_t off)
 		usleep(slow_us);
 	if (len >= PS && off >= file_page(GATE_PAGE)) {
 		pthread_mutex_lock(&gate_mu);
-		while (gate_shut && !pthread_equal(pthread_self(), gate_owner))
+		while (gate_shut && off < file_page(gate_end) &&
+		       !pthread_equal(pthread_self(), gate_owner))
 			pthread_cond_wait(&gate_cv, &gate_mu);
 		pthread_mutex_unlock(&gate_mu);
 	}
 	return hpr__os_real.pread_full(fd, buf, len, off);
 }
 
-static void gate_close(void)
+static void gate_close(size_t end)
 {
 	pthread_mutex_lock(&gate_mu);
 	gate_shut = true;
+	gate_end = end;
 	gate_owner = pthread_self();
 	pthread_mutex_unlock(&gate_mu);
 }
@@ -342,20 +345,22 @@ START_TEST(lazy_hugetlb)
 }
 END_TEST
 
-/* A fault queued for the workers (the load's demand queue not empty). */
-static void wait_queued(hpr_region *r)
+/* A fault on the load's demand queue, or a page loaded from it (a worker
+ * not yet at the gate took it). */
+static void wait_demand(hpr_region *r)
 {
 	struct hpr__lazy *L = atomic_load(&r->lazy);
-	size_t qn = 0;
+	size_t qn = 0, demanded = 0;
 
-	for (int i = 0; i < 10000 && !qn; i++) {
+	for (int i = 0; i < 10000 && !qn && !demanded; i++) {
 		pthread_mutex_lock(&L->mu);
 		qn = L->qn;
 		pthread_mutex_unlock(&L->mu);
-		if (!qn)
+		demanded = atomic_load(&L->demanded);
+		if (!qn && !demanded)
 			usleep(1000);
 	}
-	ck_assert_msg(qn > 0, "no fault reached the demand queue in 10 s");
+	ck_assert_msg(qn || demanded, "no fault reached the demand queue in 10 s");
 }
 
 static void *touch_last(void *arg)
@@ -373,7 +378,7 @@ static void demand_first(enum hpr_backend b)
 	void *ok;
 
 	slow_begin(1000);
-	gate_close(); /* the fill stops before page 7 */
+	gate_close(15); /* the fill stops before page 7; page 15 passes on demand */
 	lazy_ok(r, fd);
 	/* the rest of the API refuses while the load runs */
 	ck_assert_int_eq(hpr_release_lazy(r, 0, PS), -EBUSY);
@@ -382,7 +387,7 @@ static void demand_first(enum hpr_backend b)
 	/* the last page, touched while the fill cannot get there, is served
 	 * on demand as soon as a worker is free */
 	ck_assert_int_eq(pthread_create(&th, NULL, touch_last, r), 0);
-	wait_queued(r);
+	wait_demand(r);
 	gate_open();
 	ck_assert_int_eq(pthread_join(th, &ok), 0);
 	ck_assert_msg(ok, "page 15 differs after its demand load");
@@ -431,7 +436,7 @@ static void failed_load(enum hpr_backend b, int fd, int err, const char *why, un
 
 	slow_begin(us);
 	if (act)
-		gate_close(); /* act while the fill waits before page 7 */
+		gate_close(NPAGES); /* act while the fill waits before page 7 */
 	lazy_ok(r, fd);
 	if (act) {
 		act(r, fd);
@@ -549,7 +554,7 @@ static void destroy_midway(enum hpr_backend b, int fd)
 	hpr_region *r = mk(b, NULL);
 
 	slow_begin(20000);
-	gate_close();
+	gate_close(NPAGES);
 	lazy_ok(r, fd);
 	ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
 	gate_open(); /* the fill's last pages still to come (the destroy joins it) */
@@ -584,7 +589,7 @@ static void fork_midway(hpr_region *r, int (*child)(hpr_region *r))
 	pid_t pid;
 
 	slow_begin(20000);
-	gate_close(); /* the load surely runs at the fork */
+	gate_close(NPAGES); /* the load surely runs at the fork */
 	lazy_ok(r, fd);
 	ck_assert_uint_eq(page_bad(hpr_base(r), 2), (size_t)-1);
 	pid = fork();
