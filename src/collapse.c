@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "lazyload.h"
 
 #include <errno.h>
 #include <string.h>

@@ -5,6 +5,7 @@
  * release of its pages (release.c).
  */
 #include "internal.h"
+#include "lazyload.h"
 
 /* A public call's start: its range checked and widened to pages. */
 static int call_range(hpr_region *r, size_t off, size_t len, size_t *first, size_t *last)

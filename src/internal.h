@@ -270,26 +270,20 @@ int hpr__region_mapped(const hpr_region *r);
 /* probe.c: the probe cache's lock across fork */
 void hpr__probe_atfork(int phase);
 
-/* ---- lazyload.c ---- */
-/* hpr_load(HPR_SNAP_LAZY): flags are hpr_load's, validated. */
-int hpr__lazy_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
-/* Is a lazy load of r running (not yet ended)? One acquire load. */
-bool hpr__lazy_running(hpr_region *r);
-/* -EBUSY with advice when a lazy load of r runs (fn names the caller). */
-int hpr__lazy_busy(hpr_region *r, const char *fn);
+/* ---- lazyload.c (lazyload.h: hpr__lazy_running, hpr__lazy_busy) ---- */
+struct hpr__snap_ent;
+/* hpr_load(HPR_SNAP_LAZY), called by hpr_load once the snapshot passed its
+ * checks (header, table, extents, room): *tab is its page table (host
+ * order, r->npages entries, malloc'd), data_off where its pages start.
+ * 0: the load runs and owns *tab (set to NULL); 1: userfaultfd cannot be
+ * had here (logged, in the stats): hpr_load loads eagerly; or -errno. */
+int hpr__lazy_load(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t data_off,
+		   size_t *changed);
 /* hpr_fault_in during a lazy load: load the saved pages of [first, last)
  * now, in the caller (demand first). 0 or the load's error. */
 int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last);
 /* region_free: end the load (cancel), join its threads, free it. */
 void hpr__lazy_destroy(hpr_region *r);
-
-/* ---- snapshot.c, for lazyload.c ---- */
-struct hpr__snap_ent;
-/* hpr_load's checks (header, table, extents, room) without touching the
- * region: *tab (host order, r->npages entries, malloc'd: the caller frees
- * it), *data_off. 0 or -errno with hpr_load's messages. */
-int hpr__snap_load_check(hpr_region *r, int fd, struct hpr__snap_ent **tab,
-			 uint64_t *data_off);
 
 /* ---- stats.c ---- */
 /* hpr_stats() into this library's whole struct (sized.c copies it out). */

@@ -59,7 +59,7 @@ int hpr__lazy_fail(struct hpr__lazy *L, int err, const char *fmt, ...)
 	return err;
 }
 
-/* The load's error in this thread's words (for hpr__fail's detail). */
+/* A page-sized bounce buffer: a free one, or a new mapping; NULL. */
 static void *buf_get(struct hpr__lazy *L)
 {
 	struct lazy_buf *b;
@@ -107,8 +107,29 @@ static void uffd_wake(struct hpr__lazy *L, size_t idx)
 		hpr__lazy_ioctl(L, UFFDIO_WAKE, &rg);
 }
 
-/* Map src over page idx (MISSING mode). -EAGAIN (the mm is changing) and
- * short copies are retried for the rest. */
+/* An answer to page idx's faults (UFFDIO_COPY, _CONTINUE or _ZEROPAGE on
+ * arg): -EAGAIN (the mm is changing) is retried for the part not done, of
+ * which the kernel reports *done bytes (start, len and src, for a copy,
+ * move past them). */
+static int uffd_answer(struct hpr__lazy *L, unsigned long req, void *arg, __u64 *start, __u64 *len,
+		       __u64 *src, __s64 *done)
+{
+	for (;;) {
+		int rc = hpr__lazy_ioctl(L, req, arg);
+
+		if (rc != -EAGAIN)
+			return rc;
+		if (*done > 0) {
+			*start += (__u64)*done;
+			*len -= (__u64)*done;
+			if (src)
+				*src += (__u64)*done;
+		}
+		*done = 0;
+	}
+}
+
+/* Map src over page idx (MISSING mode). */
 static int uffd_copy(struct hpr__lazy *L, size_t idx, const void *src)
 {
 	struct uffdio_copy c = {
@@ -118,20 +139,7 @@ static int uffd_copy(struct hpr__lazy *L, size_t idx, const void *src)
 		.mode = UFFDIO_COPY_MODE_DONTWAKE,
 	};
 
-	for (;;) {
-		int rc = hpr__lazy_ioctl(L, UFFDIO_COPY, &c);
-
-		if (!rc)
-			return 0;
-		if (rc != -EAGAIN)
-			return rc;
-		if (c.copy > 0) {
-			c.dst += (uint64_t)c.copy;
-			c.src += (uint64_t)c.copy;
-			c.len -= (uint64_t)c.copy;
-		}
-		c.copy = 0;
-	}
+	return uffd_answer(L, UFFDIO_COPY, &c, &c.dst, &c.len, &c.src, &c.copy);
 }
 
 /* Map page idx from the page cache (MINOR mode). */
@@ -143,19 +151,7 @@ static int uffd_continue(struct hpr__lazy *L, size_t idx)
 		.mode = UFFDIO_CONTINUE_MODE_DONTWAKE,
 	};
 
-	for (;;) {
-		int rc = hpr__lazy_ioctl(L, UFFDIO_CONTINUE, &c);
-
-		if (!rc)
-			return 0;
-		if (rc != -EAGAIN)
-			return rc;
-		if (c.mapped > 0) {
-			c.range.start += (uint64_t)c.mapped;
-			c.range.len -= (uint64_t)c.mapped;
-		}
-		c.mapped = 0;
-	}
+	return uffd_answer(L, UFFDIO_CONTINUE, &c, &c.range.start, &c.range.len, NULL, &c.mapped);
 }
 
 static int uffd_zeropage(struct hpr__lazy *L, size_t idx)
@@ -166,17 +162,7 @@ static int uffd_zeropage(struct hpr__lazy *L, size_t idx)
 		.mode = UFFDIO_ZEROPAGE_MODE_DONTWAKE,
 	};
 
-	for (;;) {
-		int rc = hpr__lazy_ioctl(L, UFFDIO_ZEROPAGE, &z);
-
-		if (rc != -EAGAIN)
-			return rc;
-		if (z.zeropage > 0) {
-			z.range.start += (uint64_t)z.zeropage;
-			z.range.len -= (uint64_t)z.zeropage;
-		}
-		z.zeropage = 0;
-	}
+	return uffd_answer(L, UFFDIO_ZEROPAGE, &z, &z.range.start, &z.range.len, NULL, &z.zeropage);
 }
 
 /* Put the bytes at src (verified) in place as page idx. */

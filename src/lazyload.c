@@ -3,9 +3,9 @@
  * Lazy snapshot load: hpr_load(r, fd, HPR_SNAP_LAZY, ...), hpr_load_wait,
  * hpr_load_progress, hpr_load_cancel (docs/snapshot.md, "Lazy load").
  *
- * hpr_load checks the snapshot as an eager load does (snapshot.c's
- * hpr__snap_load_check: header, table, extents, room), registers the
- * empty region with a userfaultfd and returns. Two library threads and the
+ * hpr_load checks the snapshot as for an eager load (header, table,
+ * extents, room) and hands its page table to hpr__lazy_load, which
+ * registers the empty region with a userfaultfd and returns. Two library threads and the
  * region's workers then do the load:
  *
  *  - "hpr-uffd" reads the userfaultfd. A fault on a saved page goes on the
@@ -252,51 +252,24 @@ static void reap(hpr_region *r)
 	pthread_mutex_unlock(&r->lazy_mu);
 }
 
-static int eager(hpr_region *r, int fd, unsigned flags, size_t *changed, int why_err,
-		 const char *why)
+/* userfaultfd cannot be had: say why, and hpr_load loads eagerly (1) */
+static int eager(hpr_region *r, int why_err, const char *why)
 {
-	int rc;
-
 	hpr__log(HPR_LOG_WARN,
 		 "hpr_load (HPR_SNAP_LAZY) of region '%s': %s (%s); loading it eagerly: run as "
 		 "root, give the process access to /dev/userfaultfd (Linux 6.1), or set "
 		 "vm.unprivileged_userfaultfd = 1",
 		 r->name, why, strerror(-why_err));
-	rc = hpr_load(r, fd, flags & ~HPR_SNAP_LAZY, changed);
 	atomic_store(&r->lazy_load, HPR_LAZY_EAGER);
 	atomic_store(&r->lazy_fallback_err, why_err);
-	return rc;
+	return 1;
 }
 
-int hpr__lazy_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
+static int lazy_start(struct hpr__lazy *L)
 {
-	struct hpr__lazy *L = NULL;
-	const char *why = "";
+	hpr_region *r = L->r;
 	int rc;
 
-	reap(r);
-	rc = lazy_check_region(r);
-	if (!rc)
-		rc = lazy_alloc(r, fd, &L);
-	if (!rc)
-		rc = hpr__snap_load_check(r, L->fd, &L->tab, &L->data_off);
-	if (rc) {
-		lazy_free(L);
-		return rc;
-	}
-	for (size_t i = 0; i < r->npages; i++)
-		L->ndata += hpr__lazy_is_data(L, i);
-	if (!L->ndata) { /* all holes: the empty region is the snapshot */
-		lazy_free(L);
-		atomic_store(&r->lazy_load, HPR_LAZY_UFFD);
-		atomic_store(&r->lazy_fallback_err, 0);
-		return 0;
-	}
-	rc = uffd_setup(L, &why);
-	if (rc) {
-		lazy_free(L);
-		return eager(r, fd, flags, changed, rc, why);
-	}
 	atomic_store(&r->lazy_load, HPR_LAZY_UFFD);
 	atomic_store(&r->lazy_fallback_err, 0);
 	atomic_store(&r->snapshot_io, HPR_IO_PREADWRITE);
@@ -310,13 +283,46 @@ int hpr__lazy_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		L->driver_on = !rc;
 	}
 	hpr__fork_unlock();
-	if (rc) {
+	if (rc)
 		hpr__lazy_fail(L, rc, "cannot start the load's threads: %s", strerror(-rc));
-		if (!L->threads) { /* nobody to hpr__lazy_unregister: do it here */
-			hpr__lazy_unregister(L);
-			lazy_free(L);
-			return hpr__fail(rc, "hpr_load: cannot start a thread: %s", strerror(-rc));
-		}
+	return rc;
+}
+
+int hpr__lazy_load(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t data_off,
+		   size_t *changed)
+{
+	struct hpr__lazy *L = NULL;
+	const char *why = "";
+	int rc;
+
+	reap(r);
+	rc = lazy_check_region(r);
+	if (!rc)
+		rc = lazy_alloc(r, fd, &L);
+	if (rc) {
+		lazy_free(L);
+		return rc;
+	}
+	L->tab = *tab; /* borrowed until the load starts: an eager load reads it */
+	L->data_off = data_off;
+	for (size_t i = 0; i < r->npages; i++)
+		L->ndata += hpr__lazy_is_data(L, i);
+	rc = L->ndata ? uffd_setup(L, &why) : 0;
+	if (rc || !L->ndata) { /* no data: all holes, the empty region is the snapshot */
+		L->tab = NULL;
+		lazy_free(L);
+		if (rc)
+			return eager(r, rc, why);
+		atomic_store(&r->lazy_load, HPR_LAZY_UFFD);
+		atomic_store(&r->lazy_fallback_err, 0);
+		return 0;
+	}
+	*tab = NULL;
+	rc = lazy_start(L);
+	if (rc && !L->threads) { /* nobody to hpr__lazy_unregister: do it here */
+		hpr__lazy_unregister(L);
+		lazy_free(L);
+		return hpr__fail(rc, "hpr_load: cannot start a thread: %s", strerror(-rc));
 	}
 	pthread_mutex_lock(&r->lazy_mu);
 	atomic_store(&r->lazy, L);
@@ -327,24 +333,6 @@ int hpr__lazy_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 }
 
 /* ---- the rest of the library asks ---- */
-
-bool hpr__lazy_running(hpr_region *r)
-{
-	struct hpr__lazy *L = atomic_load_explicit(&r->lazy, memory_order_acquire);
-
-	/* a failed load holds the region until hpr_load_wait empties it */
-	return L && (!atomic_load(&L->ended) || (L->result && !atomic_load(&L->undone)));
-}
-
-int hpr__lazy_busy(hpr_region *r, const char *fn)
-{
-	if (!r || !hpr__lazy_running(r))
-		return 0;
-	return hpr__fail(-EBUSY,
-			 "%s: region '%s' is being loaded lazily (hpr_load with HPR_SNAP_LAZY): "
-			 "hpr_load_wait() first",
-			 fn, r->name);
-}
 
 int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last)
 {
@@ -385,21 +373,36 @@ static void undo(struct hpr__lazy *L)
 	hpr__os->mprotect(r->base, r->size, PROT_READ | PROT_WRITE);
 }
 
+/* The API's way in: r's lazy load (NULL: none), held (users) so that
+ * the next load cannot free it until unhold; -EINVAL without a region. */
+static int hold(hpr_region *r, const char *fn, struct hpr__lazy **out)
+{
+	hpr__err_clear();
+	*out = NULL;
+	if (!r)
+		return hpr__fail(-EINVAL, "%s: region is NULL", fn);
+	pthread_mutex_lock(&r->lazy_mu);
+	*out = atomic_load(&r->lazy);
+	if (*out)
+		(*out)->users++;
+	pthread_mutex_unlock(&r->lazy_mu);
+	return 0;
+}
+
+static void unhold(struct hpr__lazy *L)
+{
+	pthread_mutex_lock(&L->r->lazy_mu);
+	L->users--;
+	pthread_mutex_unlock(&L->r->lazy_mu);
+}
+
 int hpr_load_wait(hpr_region *r)
 {
 	struct hpr__lazy *L;
-	int rc;
+	int rc = hold(r, "hpr_load_wait", &L);
 
-	hpr__err_clear();
-	if (!r)
-		return hpr__fail(-EINVAL, "hpr_load_wait: region is NULL");
-	pthread_mutex_lock(&r->lazy_mu);
-	L = atomic_load(&r->lazy);
-	if (L)
-		L->users++;
-	pthread_mutex_unlock(&r->lazy_mu);
 	if (!L)
-		return 0;
+		return rc;
 	pthread_mutex_lock(&L->wait_mu);
 	if (L->threads && !L->joined)
 		pthread_join(L->handler, NULL);
@@ -413,51 +416,37 @@ int hpr_load_wait(hpr_region *r)
 	pthread_mutex_unlock(&L->wait_mu);
 	if (rc)
 		rc = lazy_err(L, rc);
-	pthread_mutex_lock(&r->lazy_mu);
-	L->users--;
-	pthread_mutex_unlock(&r->lazy_mu);
+	unhold(L);
 	return rc;
 }
 
 int hpr_load_progress(hpr_region *r, size_t *loaded, size_t *demanded, size_t *total)
 {
 	struct hpr__lazy *L;
+	int rc = hold(r, "hpr_load_progress", &L);
 
-	hpr__err_clear();
-	if (!r)
-		return hpr__fail(-EINVAL, "hpr_load_progress: region is NULL");
-	pthread_mutex_lock(&r->lazy_mu);
-	L = atomic_load(&r->lazy);
 	if (loaded)
 		*loaded = L ? atomic_load(&L->loaded) << r->page_shift : 0;
 	if (demanded)
 		*demanded = L ? atomic_load(&L->demanded) << r->page_shift : 0;
 	if (total)
 		*total = L ? L->ndata << r->page_shift : 0;
-	pthread_mutex_unlock(&r->lazy_mu);
-	return 0;
+	if (L)
+		unhold(L);
+	return rc;
 }
 
 int hpr_load_cancel(hpr_region *r)
 {
 	struct hpr__lazy *L;
+	int rc = hold(r, "hpr_load_cancel", &L);
 
-	hpr__err_clear();
-	if (!r)
-		return hpr__fail(-EINVAL, "hpr_load_cancel: region is NULL");
-	pthread_mutex_lock(&r->lazy_mu);
-	L = atomic_load(&r->lazy);
-	if (L)
-		L->users++;
-	pthread_mutex_unlock(&r->lazy_mu);
 	if (!L)
-		return 0;
+		return rc;
 	/* not under lazy_mu: L->mu comes first in the fork handlers' order */
 	if (!atomic_load(&L->ended))
 		hpr__lazy_fail(L, -ECANCELED, "the lazy load was cancelled (hpr_load_cancel)");
-	pthread_mutex_lock(&r->lazy_mu);
-	L->users--;
-	pthread_mutex_unlock(&r->lazy_mu);
+	unhold(L);
 	return 0;
 }
 

@@ -11,6 +11,8 @@
 #include "internal.h"
 #include "snapshot.h"
 
+#include <errno.h>
+
 struct lazy_buf {
 	struct lazy_buf *next;
 	void *p;
@@ -52,6 +54,28 @@ struct hpr__lazy {
 static inline bool hpr__lazy_is_data(const struct hpr__lazy *L, size_t idx)
 {
 	return L->tab[idx].flags & HPR__SNAP_PG_DATA;
+}
+
+/* Is a lazy load of r running, or has one failed that hpr_load_wait has
+ * not emptied yet (it holds the region until then)? One acquire load where
+ * none ran. These two are inline so that the files that ask (fault-in,
+ * release, collapse, snapshot) do not call into the load, which calls them. */
+static inline bool hpr__lazy_running(hpr_region *r)
+{
+	struct hpr__lazy *L = atomic_load_explicit(&r->lazy, memory_order_acquire);
+
+	return L && (!atomic_load(&L->ended) || (L->result && !atomic_load(&L->undone)));
+}
+
+/* -EBUSY with advice while hpr__lazy_running(r) (fn names the caller). */
+static inline int hpr__lazy_busy(hpr_region *r, const char *fn)
+{
+	if (!r || !hpr__lazy_running(r))
+		return 0;
+	return hpr__fail(-EBUSY,
+			 "%s: region '%s' is being loaded lazily (hpr_load with HPR_SNAP_LAZY): "
+			 "hpr_load_wait() first",
+			 fn, r->name);
 }
 
 /* ioctl on the load's userfaultfd: 0 or -errno */

@@ -38,6 +38,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "lazyload.h"
 
 #include <errno.h>
 #include <fcntl.h>

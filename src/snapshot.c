@@ -49,6 +49,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "lazyload.h"
 #include "snapshot.h"
 
 #include <endian.h>
@@ -67,7 +68,7 @@
 #define SNAP_QD 8		 /* chunk I/Os in flight per ring */
 #define SNAP_CHUNK hpr__snap_chunk /* bytes per I/O */
 #define OFF_END ((off_t)INT64_MAX)
-#define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC | HPR_SNAP_LAZY)
+#define HPR_SNAP_ALL_ (HPR_SNAP_NO_URING | HPR_SNAP_NO_DIRECT | HPR_SNAP_SYNC)
 
 size_t hpr__snap_chunk = 2UL << 20;
 
@@ -812,9 +813,8 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 		return hpr__fail(-EINVAL, "hpr_save: region is NULL");
 	if (r->not_mapped)
 		return hpr__region_mapped(r);
-	if (flags & ~HPR_SNAP_ALL_ || (flags & HPR_SNAP_LAZY))
-		return hpr__fail(-EINVAL, "hpr_save: unknown flags %#x",
-				 flags & (~HPR_SNAP_ALL_ | HPR_SNAP_LAZY));
+	if (flags & ~HPR_SNAP_ALL_)
+		return hpr__fail(-EINVAL, "hpr_save: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
 	if ((rc = hpr__lazy_busy(r, "hpr_save")))
 		return rc;
 	rc = check_fd("hpr_save", fd, true, &st);
@@ -1138,27 +1138,11 @@ static int load_holes(const struct snap_op *op, size_t *nchanged)
 	return 0;
 }
 
-int hpr__snap_load_check(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t *data_off)
-{
-	struct snap_op op;
-	int rc = op_init(&op, r, false, fd, HPR_SNAP_NO_URING);
-
-	if (!rc)
-		rc = load_prepare(&op, r, fd);
-	if (!rc) {
-		*tab = op.tab;
-		*data_off = op.data_off;
-		op.tab = NULL;
-	}
-	op_free(&op);
-	return rc;
-}
-
 int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 {
 	struct snap_op op;
 	size_t nchanged = 0;
-	int rc, dfd;
+	int rc, dfd, lazy = 1;
 
 	hpr__err_clear();
 	if (changed)
@@ -1167,18 +1151,19 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		return hpr__fail(-EINVAL, "hpr_load: region is NULL");
 	if (r->not_mapped)
 		return hpr__region_mapped(r);
-	if (flags & ~HPR_SNAP_ALL_)
-		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
+	if (flags & ~(HPR_SNAP_ALL_ | HPR_SNAP_LAZY))
+		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x",
+				 flags & ~(HPR_SNAP_ALL_ | HPR_SNAP_LAZY));
 	if ((rc = hpr__lazy_busy(r, "hpr_load")))
 		return rc;
-	if (flags & HPR_SNAP_LAZY)
-		return hpr__lazy_load(r, fd, flags, changed);
 	rc = op_init(&op, r, false, fd, flags);
 	if (!rc)
 		rc = load_prepare(&op, r, fd);
-	if (rc) {
+	if (!rc && (flags & HPR_SNAP_LAZY)) /* lazyload.c; 1: eager after all */
+		lazy = hpr__lazy_load(r, fd, &op.tab, op.data_off, changed);
+	if (rc || lazy <= 0) {
 		op_free(&op);
-		return rc;
+		return rc ? rc : lazy;
 	}
 	dfd = open_data_fd(fd, false, flags);
 	if (dfd >= 0) {

@@ -186,6 +186,7 @@ static void touch_all(hpr_region *r, struct touch *t)
 }
 
 static void corrupt_at(enum hpr_backend b, size_t page);
+static void destroy_midway(enum hpr_backend b, int fd);
 
 static hpr_region *mk(enum hpr_backend b, const char *path)
 {
@@ -282,6 +283,7 @@ END_TEST
 START_TEST(lazy_hugetlb)
 {
 	unsigned long free0;
+	int fd;
 
 	t_need_pool_2m(NPAGES + 2);
 	free0 = t_hugetlb_free(2048);
@@ -291,18 +293,10 @@ START_TEST(lazy_hugetlb)
 	corrupt_at(HPR_BACKEND_HUGETLB, 7);
 	ck_assert_uint_eq(t_hugetlb_free(2048), free0);
 	/* destroyed during the load: every page back in the pool */
-	{
-		int fd = saved();
-		hpr_region *r = mk(HPR_BACKEND_HUGETLB, NULL);
-
-		slow_begin(20000);
-		lazy_ok(r, fd);
-		ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
-		ck_assert_int_eq(hpr_destroy(r), 0);
-		hpr__os_set(NULL);
-		ck_assert_uint_eq(t_hugetlb_free(2048), free0);
-		close(fd);
-	}
+	fd = saved();
+	destroy_midway(HPR_BACKEND_HUGETLB, fd);
+	ck_assert_uint_eq(t_hugetlb_free(2048), free0);
+	close(fd);
 }
 END_TEST
 
@@ -476,6 +470,19 @@ START_TEST(cancel)
 }
 END_TEST
 
+/* Destroyed while the fill is at its first pages (20 ms a page), after
+ * a demand load of page 3. */
+static void destroy_midway(enum hpr_backend b, int fd)
+{
+	hpr_region *r = mk(b, NULL);
+
+	slow_begin(20000);
+	lazy_ok(r, fd);
+	ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	hpr__os_set(NULL);
+}
+
 START_TEST(destroy_during_load)
 {
 	int fd = saved();
@@ -484,15 +491,8 @@ START_TEST(destroy_during_load)
 	/* twice: the first round fills glibc's cache of thread stacks */
 	for (int round = 0; round < 2; round++) {
 		maps = t_maps_count();
-		for (int b = HPR_BACKEND_THP; b <= HPR_BACKEND_SHMEM; b++) {
-			hpr_region *r = mk((enum hpr_backend)b, NULL);
-
-			slow_begin(20000);
-			lazy_ok(r, fd);
-			ck_assert_uint_eq(page_bad(hpr_base(r), 3), (size_t)-1);
-			ck_assert_int_eq(hpr_destroy(r), 0);
-			hpr__os_set(NULL);
-		}
+		for (int b = HPR_BACKEND_THP; b <= HPR_BACKEND_SHMEM; b++)
+			destroy_midway((enum hpr_backend)b, fd);
 	}
 	if (!T_SANITIZED)
 		ck_assert_int_le(t_maps_count(), maps);
@@ -500,82 +500,71 @@ START_TEST(destroy_during_load)
 }
 END_TEST
 
-START_TEST(fork_during_load)
+/* A fork while the load of r still runs (50 ms a page), after a demand
+ * load of page 2: the child exits with child(r); in the parent the
+ * touchers read every byte right and the load ends well. */
+static void fork_midway(hpr_region *r, int (*child)(hpr_region *r))
 {
 	int fd = saved(), rc, st;
-	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
 	struct touch t[NTOUCH];
 	pid_t pid;
 
-	slow_begin(50000); /* the load still runs at the fork */
+	slow_begin(50000);
 	lazy_ok(r, fd);
 	ck_assert_uint_eq(page_bad(hpr_base(r), 2), (size_t)-1);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		/* the child does not inherit the load: cancelled there, its
-		 * region emptied by hpr_load_wait */
-		rc = hpr_load_wait(r);
-		if (rc != -ECANCELED)
-			_exit(10);
-		if (resident(r) != 0)
-			_exit(11);
-		for (size_t p = 0; p < NPAGES; p++)
-			if (((char *)hpr_base(r))[p * PS + 5])
-				_exit(12);
-		_exit(0);
-	}
+	if (pid == 0)
+		_exit(child(r));
 	touch_all(r, t);
 	for (unsigned i = 0; i < NTOUCH; i++) {
 		ck_assert_uint_eq(t[i].bad_page, (size_t)-1);
 		ck_assert_uint_eq(t[i].segv, 0);
 	}
-	rc = hpr_load_wait(r);
-	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
 	hpr__os_set(NULL);
 	check_done(r, true);
 	hpr_destroy(r);
 	close(fd);
 }
+
+/* The child does not inherit the load: cancelled there, its private
+ * region emptied by hpr_load_wait. */
+static int child_private(hpr_region *r)
+{
+	if (hpr_load_wait(r) != -ECANCELED)
+		return 10;
+	if (resident(r) != 0)
+		return 11;
+	for (size_t p = 0; p < NPAGES; p++)
+		if (((char *)hpr_base(r))[p * PS + 5])
+			return 12;
+	return 0;
+}
+
+START_TEST(fork_during_load)
+{
+	fork_midway(mk(HPR_BACKEND_THP, NULL), child_private);
+}
 END_TEST
+
+/* The shared file is the parent's to fill: the child keeps what was
+ * loaded at the fork and punches nothing. */
+static int child_shared(hpr_region *r)
+{
+	if (hpr_load_wait(r) != -ECANCELED)
+		return 10;
+	return page_bad(hpr_base(r), 2) != (size_t)-1 ? 11 : 0;
+}
 
 START_TEST(fork_during_load_shared)
 {
-	int fd = saved(), rc, st;
-	hpr_region *r = t_region(HPR_BACKEND_SHMEM, NULL, NPAGES * PS, 2,
-				 HPR_F_SHARED | HPR_F_FALLBACK);
-	struct touch t[NTOUCH];
-	pid_t pid;
-
-	slow_begin(50000); /* the load still runs at the fork */
-	lazy_ok(r, fd);
-	ck_assert_uint_eq(page_bad(hpr_base(r), 2), (size_t)-1);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		/* the file is the parent's to fill: the child keeps what was
-		 * loaded at the fork and punches nothing */
-		if (hpr_load_wait(r) != -ECANCELED)
-			_exit(10);
-		if (page_bad(hpr_base(r), 2) != (size_t)-1)
-			_exit(11);
-		_exit(0);
-	}
-	touch_all(r, t);
-	for (unsigned i = 0; i < NTOUCH; i++) {
-		ck_assert_uint_eq(t[i].bad_page, (size_t)-1);
-		ck_assert_uint_eq(t[i].segv, 0);
-	}
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
-	rc = hpr_load_wait(r);
-	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
-	hpr__os_set(NULL);
-	check_done(r, true);
-	hpr_destroy(r);
-	close(fd);
+	fork_midway(t_region(HPR_BACKEND_SHMEM, NULL, NPAGES * PS, 2,
+			     HPR_F_SHARED | HPR_F_FALLBACK),
+		    child_shared);
 }
 END_TEST
 
