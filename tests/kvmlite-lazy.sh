@@ -29,21 +29,12 @@
 set -u
 K=$1
 SETPRIV=${SETPRIV:-setpriv}
-if ! probe=$("$K" --probe 2>&1); then
-	echo "SKIP: kvmlite-lazy: no usable /dev/kvm: $probe" >&2
-	exit 77
-fi
-echo "kvmlite-lazy: $probe"
-T=$(mktemp -d /tmp/kvmlite-lazy.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+# shellcheck source=kvmlite-lib.sh
+. "$(dirname "$0")/kvmlite-lib.sh"
+kl_begin kvmlite-lazy "$K"
 MB=64
 R="-m ${MB}M --rand-iters 65536 --stride-reps 1"
-fail=0
 notrun=0
-bad() {
-	echo "kvmlite-lazy: FAIL: $*" >&2
-	fail=1
-}
 not_run() {
 	echo "kvmlite-lazy: NOT RUN: $*" >&2
 	notrun=$((notrun + 1))

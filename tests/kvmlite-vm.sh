@@ -79,6 +79,7 @@ cp "$KVMLITE" "$ROOT/bin/kvm-lite"
 cp "$(dirname "$0")/kvmlite-keep.sh" "$ROOT/keep.sh"
 cp "$(dirname "$0")/kvmlite-guest.sh" "$ROOT/guest.sh"
 cp "$(dirname "$0")/kvmlite-lazy.sh" "$ROOT/lazy.sh"
+cp "$(dirname "$0")/kvmlite-lib.sh" "$ROOT/kvmlite-lib.sh" # guest.sh and lazy.sh source it
 # util-linux setpriv for lazy.sh's eager fallback (busybox's has no
 # --bounding-set); not on /bin, where busybox installs its own
 SETPRIV=$(command -v setpriv || true)
