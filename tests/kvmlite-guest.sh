@@ -32,19 +32,10 @@
 set -u
 K=$1
 SHIM=${2:-}
-if ! probe=$("$K" --probe 2>&1); then
-	echo "SKIP: kvmlite-guest: no usable /dev/kvm: $probe" >&2
-	exit 77
-fi
-echo "kvmlite-guest: $probe"
-T=$(mktemp -d /tmp/kvmlite-guest.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+# shellcheck source=kvmlite-lib.sh
+. "$(dirname "$0")/kvmlite-lib.sh"
+kl_begin kvmlite-guest "$K"
 R="-m 64M --rand-iters 65536 --stride-reps 1"
-fail=0
-bad() {
-	echo "kvmlite-guest: FAIL: $*" >&2
-	fail=1
-}
 
 # expect WANT_RC TEXT args...: exit code and a line of the output
 expect() {
