@@ -119,8 +119,75 @@ static int adopt(struct kv_rowcache *rc, char *why, size_t n)
 	return 0;
 }
 
+/*
+ * The row cache image (image.c) into a fresh region: hpr_load() with
+ * HPR_SNAP_LAZY returns once the file's header and page table are checked;
+ * the header, frame table and index are then mapped at once (a bad page
+ * there fails the load here) and checked as a kept cache's are (the
+ * header's owner is the token of the data dir's last save), while the
+ * frames arrive on first touch or from the background fill. Anything
+ * wrong: the load is cancelled, which empties the region, and false.
+ */
+static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const uint64_t geo[4],
+		       uint64_t owner)
+{
+	char why[160] = "";
+	int err;
+
+	err = kv_mem_load_lazy(&rc->mem, img->fd);
+	if (err) {
+		snprintf(img->why, sizeof(img->why), "%s", kv_errmsg(err));
+		return false; /* refused before it touched the region */
+	}
+	err = kv_mem_ready(&rc->mem, 0, rc->frames_off);
+	if (err)
+		snprintf(why, sizeof(why), "its index pages: %s", hpr_strerror(err));
+	else if (!kv_kept_match(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, img->token, geo, why,
+				sizeof(why)) ||
+		 adopt(rc, why, sizeof(why)))
+		err = -ESTALE;
+	if (err == -ESTALE && rc->hdr->magic == KV_KEPT_RC_MAGIC && rc->hdr->owner != img->token)
+		snprintf(why, sizeof(why), "saved for another data dir, or before the data dir's "
+					   "last save (its CACHEIMAGE names another)");
+	if (!err && !(rc->ready = calloc(rc->nframes, sizeof(*rc->ready))))
+		err = -ENOMEM;
+	if (err) {
+		kv_mem_load_cancel(&rc->mem);
+		kv_mem_load_wait(&rc->mem); /* the region is empty again */
+		snprintf(img->why, sizeof(img->why), "the image is not usable: %s",
+			 why[0] ? why : strerror(-err));
+		return false;
+	}
+	/* from now on the header is this cache's: a kept one's owner again */
+	kv_kept_stamp(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, owner, geo,
+		      atomic_load(&rc->hdr->state));
+	atomic_store(&rc->loading, true);
+	img->loaded = true;
+	return true;
+}
+
+void kv_rc_loaded(struct kv_rowcache *rc)
+{
+	atomic_store_explicit(&rc->loading, false, memory_order_release);
+}
+
+/* May frame f be touched? Always, unless an image is loading and f is not
+ * mapped yet: then map it now (hpr_fault_in loads it first, verified), or
+ * false if the load failed -- its unloaded pages are PROT_NONE. */
+static bool frame_ready(struct kv_rowcache *rc, size_t f)
+{
+	if (!atomic_load_explicit(&rc->loading, memory_order_acquire) ||
+	    atomic_load_explicit(&rc->ready[f], memory_order_acquire))
+		return true;
+	if (kv_mem_ready(&rc->mem, rc->frames_off + f * rc->frame_size, rc->frame_size))
+		return false;
+	atomic_store_explicit(&rc->ready[f], 1, memory_order_release);
+	return true;
+}
+
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
-	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm)
+	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm,
+	       struct kv_rc_image *img)
 {
 	const size_t unit = 2u << 20;
 	size_t rows, meta, index_bytes, slots_bytes, nframes_max;
@@ -166,7 +233,16 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 	rc->hdr = (struct kv_kept_hdr *)rc->mem.base;
 	rc->frames = (struct kv_rc_frame *)(rc->mem.base + sizeof(struct kv_kept_hdr));
 	rc->slots = (struct kv_rc_slot *)(rc->mem.base + meta);
-	rc->check_crc = keep_id != 0;
+	/* a kept cache, or one saved as an image: rows carry their crc */
+	rc->check_crc = keep_id != 0 || img;
+	geo[0] = rc->nbuckets;
+	geo[1] = rc->nframes;
+	geo[2] = rc->frame_size;
+	geo[3] = rc->frames_off;
+	if (img && img->fd >= 0 && !rc->mem.attached && load_image(rc, img, geo, keep_id)) {
+		*warm = true;
+		return 0;
+	}
 	/* The index is used at once: fault it in now. The frames are
 	 * prefaulted in the background by kv_open() while requests run. */
 	rc_ = kv_mem_fault(&rc->mem, 0, rc->frames_off);
@@ -174,10 +250,6 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 		kv_mem_destroy(&rc->mem);
 		return rc_;
 	}
-	geo[0] = rc->nbuckets;
-	geo[1] = rc->nframes;
-	geo[2] = rc->frame_size;
-	geo[3] = rc->frames_off;
 	if (rc->mem.attached) {
 		if (kv_kept_match(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, keep_id, geo, why,
 				  sizeof(why)) &&
@@ -201,6 +273,8 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 void kv_rc_destroy(struct kv_rowcache *rc)
 {
 	kv_mem_destroy(&rc->mem);
+	free((void *)rc->ready);
+	rc->ready = NULL;
 }
 
 static struct kv_rc_slot *bucket_of(struct kv_rowcache *rc, uint64_t key)
@@ -229,7 +303,8 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 {
 	struct kv_rc_slot *s = bucket_of(rc, key);
 
-	for (int i = 0; i < KV_RC_WAYS; i++) {
+	for (int i = 0; i < KV_RC_WAYS && !atomic_load_explicit(&rc->dead, memory_order_acquire);
+	     i++) {
 		/* acquire: pairs with kv_rc_put's release, so the row behind a
 		 * loc we see is written */
 		uint64_t loc = atomic_load_explicit(&s[i].loc, memory_order_acquire);
@@ -242,7 +317,7 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 		    !slot_live(rc, loc))
 			continue;
 		unpack(loc, &gen, &f, &off);
-		if (f >= rc->nframes)
+		if (f >= rc->nframes || !frame_ready(rc, f))
 			break;
 		row = (const struct rc_row *)(frame_base(rc, f) + off);
 		/* The frame may be evicted and refilled while we copy (seqlock
@@ -304,6 +379,8 @@ static int next_frame(struct kv_rowcache *rc)
 	err = kv_mem_fault(&rc->mem, rc->frames_off + next * rc->frame_size, rc->frame_size);
 	if (err)
 		return err;
+	if (rc->ready) /* an image loading: the fault-in mapped it */
+		atomic_store_explicit(&rc->ready[next], 1, memory_order_release);
 	rc->frames[next].live = true;
 	rc->frames[next].used = 0;
 	rc->cur = next;
@@ -318,10 +395,11 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 	struct rc_row *row;
 	uint64_t loc;
 
-	if (need > rc->frame_size)
+	if (need > rc->frame_size || atomic_load_explicit(&rc->dead, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&rc->alloc_mu);
-	if ((rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size) &&
+	if ((rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size ||
+	     !frame_ready(rc, rc->cur)) &&
 	    next_frame(rc)) {
 		/* cannot fault a frame in (tmpfs full?): just don't cache */
 		pthread_mutex_unlock(&rc->alloc_mu);
