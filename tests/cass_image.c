@@ -7,7 +7,8 @@
  *
  *   warm:     rows read before a clean close are hits from the first
  *             request after the reopen, every one of them right, while the
- *             load is still running;
+ *             load is still running; with image_nowait every read is right
+ *             while the load runs and every row hits once it is done;
  *   stale:    writes after the save -- by an open without the image, some
  *             flushed to tables, some only in the log -- never return the
  *             image's older value; an older image of the same data dir, and
@@ -15,7 +16,8 @@
  *   damaged:  a byte flipped in a row's page (the lazy load fails mid-way:
  *             the cache goes cold), in the index page (refused at open),
  *             and a truncated image (refused by hpr_load): every value
- *             right, no crash, readers running throughout;
+ *             right, no crash, readers running throughout; also with
+ *             image_nowait (reads miss instead of waiting for a page);
  *   killed:   kill -9 while the background fill runs, with reads and
  *             writes under way: the next open (from the same image) has
  *             every acknowledged write and no older value.
@@ -39,12 +41,13 @@
 #define NBIG 2400
 #define VBIG 60000
 
+static bool nowait; /* kv_opts.image_nowait for the next opens */
+
 static struct kv_db *open_img2(const char *dir, const char *image, bool big)
 {
 	struct kv_opts o = { 0 };
-	struct kv_db *db;
-	int rc;
 
+	o.image_nowait = nowait;
 	o.data_dir = dir;
 	o.cache_backing = KV_MEM_SHMEM; /* a file in the data dir's tmpfs */
 	o.memtable_backing = KV_MEM_BASE;
@@ -54,12 +57,7 @@ static struct kv_db *open_img2(const char *dir, const char *image, bool big)
 	o.quiet = true;
 	o.log_hook = stall_hook;
 	o.cache_image = image;
-	rc = kv_open(&o, &db);
-	if (rc) {
-		printf("FAIL: kv_open %s: %s\n", dir, kv_errmsg(rc));
-		exit(1);
-	}
-	return db;
+	return cass_open_opts(&o, "");
 }
 
 static struct kv_db *open_img(const char *dir, const char *image)
@@ -69,15 +67,8 @@ static struct kv_db *open_img(const char *dir, const char *image)
 
 static void huge_dir(char *dir, size_t n)
 {
-	if (geteuid() != 0) {
-		printf("SKIP: the image's lazy load needs /dev/userfaultfd and a tmpfs: run as "
-		       "root\n");
-		exit(77);
-	}
-	if (!cass_data_dir(dir, n, "512m,huge=always")) {
-		printf("SKIP: cannot mount a tmpfs huge=always in a private mount namespace\n");
-		exit(77);
-	}
+	cass_huge_dir(dir, n, "512m,huge=always",
+		      "the image's lazy load needs /dev/userfaultfd and a tmpfs");
 }
 
 /* the value each key should have: tag per key and round */
@@ -192,6 +183,29 @@ static void case_warm(void)
 	      " misses",
 	      ki.image_rows, bad, st.cache_misses);
 	kv_close(db);
+	/* image_nowait: reads never wait for a page; misses until it is there */
+	nowait = true;
+	db = open_img(dir, IMG);
+	ki = info(db);
+	bad = check_all(db, want_r1);
+	kv_db_stats(db, &st);
+	CHECK(ki.image_loaded && !bad,
+	      "warm, nowait: every row right while the image loads (%" PRIu64 " wrong, %" PRIu64
+	      " hits, %" PRIu64 " misses: pages not there yet)",
+	      bad, st.cache_hits, st.cache_misses);
+	CHECK(load_end(db) && !info(db).image_failed, "warm, nowait: the lazy load ended well");
+	{
+		uint64_t h0 = st.cache_hits, m0 = st.cache_misses;
+
+		bad = check_all(db, want_r1);
+		kv_db_stats(db, &st);
+		CHECK(!bad && st.cache_misses - m0 <= m0 && st.cache_hits - h0 >= NROWS - m0,
+		      "warm, nowait: after the load the image's rows hit (%" PRIu64 " hits, %" PRIu64
+		      " misses)",
+		      st.cache_hits - h0, st.cache_misses - m0);
+	}
+	kv_close(db);
+	nowait = false;
 	cass_rm_dir(dir);
 }
 
@@ -344,6 +358,18 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
+/* an open that must not use the image, and reads every row right */
+static void refused(const char *dir)
+{
+	struct kv_db *db = open_img(dir, IMG);
+	struct kv_keep_info ki = info(db);
+	uint64_t bad = check_all(db, want_r1);
+
+	CHECK(!ki.image_loaded && !bad, "damaged: the image is not used (%s), %" PRIu64 " wrong",
+	      ki.image_why, bad);
+	kv_close(db);
+}
+
 static void case_damaged(void)
 {
 	char dir[64], p[128];
@@ -417,23 +443,13 @@ static void case_damaged(void)
 	}
 	/* the index page (the cache header's magic is in it): refused at open */
 	CHECK(flip(p, 0, 0, KV_KEPT_RC_MAGIC), "damaged: a byte of the index page flipped");
-	db = open_img(dir, IMG);
-	ki = info(db);
-	bad = check_all(db, want_r1);
-	CHECK(!ki.image_loaded && !bad, "damaged: the image is not used (%s), %" PRIu64 " wrong",
-	      ki.image_why, bad);
-	kv_close(db);
+	refused(dir);
 	/* truncated: hpr_load refuses it */
 	fd = open(p, O_RDWR | O_CLOEXEC);
 	CHECK(fd >= 0 && ftruncate(fd, 8 << 20) == 0, "damaged: the image truncated to 8 MiB");
 	if (fd >= 0)
 		close(fd);
-	db = open_img(dir, IMG);
-	ki = info(db);
-	bad = check_all(db, want_r1);
-	CHECK(!ki.image_loaded && !bad, "damaged: the image is not used (%s), %" PRIu64 " wrong",
-	      ki.image_why, bad);
-	kv_close(db);
+	refused(dir);
 	cass_rm_dir(dir);
 }
 
@@ -492,18 +508,17 @@ static void case_killed(void)
 	close(pfd[1]);
 	if (read(pfd[0], &c, 1) != 1)
 		c = 0;
-	/* 20 acknowledged writes, then the kill */
-	while (n < 20 && read(pfd[0], &a, sizeof(a)) == (ssize_t)sizeof(a)) {
-		if (a.seq > shadow[a.key].seq)
-			shadow[a.key] = a;
-		n++;
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	while (read(pfd[0], &a, sizeof(a)) == (ssize_t)sizeof(a)) {
-		if (a.seq > shadow[a.key].seq)
-			shadow[a.key] = a;
-		n++;
+	/* 20 acknowledged writes, then the kill, then the rest */
+	for (int kill_now = 1; kill_now >= 0; kill_now--) {
+		while ((!kill_now || n < 20) && read(pfd[0], &a, sizeof(a)) == (ssize_t)sizeof(a)) {
+			if (a.seq > shadow[a.key].seq)
+				shadow[a.key] = a;
+			n++;
+		}
+		if (kill_now) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+		}
 	}
 	close(pfd[0]);
 	CHECK(c == 'L' && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && n >= 20 && a.loading,
@@ -538,6 +553,10 @@ int main(void)
 	case_warm();
 	case_stale();
 	case_damaged();
+	printf("-- the same with image_nowait (reads miss instead of waiting for a page):\n");
+	nowait = true;
+	case_damaged();
+	nowait = false;
 	case_killed();
 	printf("%s\n", cass_fails ? "FAILED" : "passed");
 	return cass_fails ? 1 : 0;

@@ -65,8 +65,6 @@ static void flush_hook(void *arg)
 static struct kv_db *open_kept(const char *dir)
 {
 	struct kv_opts o = { 0 };
-	struct kv_db *db;
-	int rc;
 
 	o.data_dir = dir;
 	o.keep = true;
@@ -78,25 +76,13 @@ static struct kv_db *open_kept(const char *dir)
 	o.quiet = true;
 	o.log_hook = stall_hook;
 	o.flush_hook = flush_hook;
-	rc = kv_open(&o, &db);
-	if (rc) {
-		printf("FAIL: kv_open (keep) %s: %s\n", dir, kv_errmsg(rc));
-		exit(1);
-	}
-	return db;
+	return cass_open_opts(&o, " (keep)");
 }
 
 /* a tmpfs huge=always of our own, or exit 77 */
 static void huge_dir(char *dir, size_t n)
 {
-	if (geteuid() != 0) {
-		printf("SKIP: kept regions need a tmpfs mounted huge=: run as root\n");
-		exit(77);
-	}
-	if (!cass_data_dir(dir, n, "256m,huge=always")) {
-		printf("SKIP: cannot mount a tmpfs huge=always in a private mount namespace\n");
-		exit(77);
-	}
+	cass_huge_dir(dir, n, "256m,huge=always", "kept regions need a tmpfs mounted huge=");
 }
 
 /* what a child acknowledged: key, seq, and the value's tag and length */

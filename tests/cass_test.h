@@ -118,6 +118,20 @@ static inline bool cass_data_dir(char *dir, size_t n, const char *size)
 	return mount("none", dir, "tmpfs", 0, opts) == 0;
 }
 
+/* A tmpfs of `size` (e.g. "256m,huge=always") of our own, or exit 77 with
+ * why: `needs` is what the suite needs root for. */
+static inline void cass_huge_dir(char *dir, size_t n, const char *size, const char *needs)
+{
+	if (geteuid() != 0) {
+		printf("SKIP: %s: run as root\n", needs);
+		exit(77);
+	}
+	if (!cass_data_dir(dir, n, size)) {
+		printf("SKIP: cannot mount a tmpfs %s in a private mount namespace\n", size);
+		exit(77);
+	}
+}
+
 static inline void cass_rm_dir(const char *dir)
 {
 	char cmd[PATH_MAX + 32];
@@ -128,11 +142,22 @@ static inline void cass_rm_dir(const char *dir)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* kv_open(o), or FAIL and exit */
+static inline struct kv_db *cass_open_opts(const struct kv_opts *o, const char *what)
+{
+	struct kv_db *db;
+	int rc = kv_open(o, &db);
+
+	if (rc) {
+		printf("FAIL: kv_open%s %s: %s\n", what, o->data_dir, kv_errmsg(rc));
+		exit(1);
+	}
+	return db;
+}
+
 static inline struct kv_db *cass_open(const char *dir)
 {
 	struct kv_opts o = { 0 };
-	struct kv_db *db;
-	int rc;
 
 	o.data_dir = dir;
 	o.cache_backing = KV_MEM_BASE;
@@ -143,12 +168,7 @@ static inline struct kv_db *cass_open(const char *dir)
 	o.allow_disk = true;
 	o.quiet = true;
 	o.log_hook = stall_hook;
-	rc = kv_open(&o, &db);
-	if (rc) {
-		printf("FAIL: kv_open %s: %s\n", dir, kv_errmsg(rc));
-		exit(1);
-	}
-	return db;
+	return cass_open_opts(&o, "");
 }
 
 /* a value of len bytes, every byte `tag` */

@@ -356,7 +356,7 @@ static int open_memory(struct kv_db *db)
 {
 	const struct kv_opts *o = &db->o;
 	const char *rdir = o->region_dir ? o->region_dir : db->dir;
-	struct kv_rc_image img = { .fd = -1 };
+	struct kv_rc_image img = { .fd = -1, .nowait = o->image_nowait };
 	int rc;
 
 	if (o->keep && (o->cache_backing != KV_MEM_SHMEM || o->memtable_backing != KV_MEM_SHMEM))

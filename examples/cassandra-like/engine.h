@@ -362,7 +362,15 @@ struct kv_rowcache {
 	 * rows are touched only once kv_mem_ready() mapped it (ready[f]), so
 	 * nobody ever touches a page a failed load left PROT_NONE. */
 	_Atomic bool loading;
-	_Atomic uint8_t *ready;
+	_Atomic uint8_t *ready; /* per frame: 0, KV_RC_QUEUED, KV_RC_READY */
+	/* nowait (kv_opts.image_nowait): a read of a frame not mapped yet is a
+	 * miss, and the frame goes on a queue that kv_rc_fetcher() threads map
+	 * (demand first in the library), instead of the read waiting for it */
+	bool nowait;
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv;
+	size_t *q, q_head, q_tail; /* a ring of nframes: each frame queued once */
+	bool q_stop;
 	/* the load failed and a cold cache replaced this one (image.c): every
 	 * call is a miss or does nothing from now on */
 	_Atomic bool dead;
@@ -375,6 +383,7 @@ struct kv_rowcache {
 struct kv_rc_image {
 	int fd;
 	uint64_t token;
+	bool nowait; /* kv_opts.image_nowait */
 	bool loaded;
 	char why[160];
 };
@@ -388,6 +397,11 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 	       struct kv_rc_image *img);
 /* the image's lazy load ended well: every frame is mapped, no more checks */
 void kv_rc_loaded(struct kv_rowcache *rc);
+/* nowait: a thread that maps the frames reads queued, until kv_rc_fetch_stop */
+void *kv_rc_fetcher(void *rc);
+void kv_rc_fetch_stop(struct kv_rowcache *rc);
+#define KV_RC_QUEUED 1
+#define KV_RC_READY 2
 void kv_rc_destroy(struct kv_rowcache *rc);
 /* Lock-free (a seqlock-style copy): a hit is an intact row that was in
  * the cache during the call. */
@@ -420,6 +434,11 @@ struct kv_opts {
 	 * lazily, when no kept cache is attached -- a warm start after the
 	 * tmpfs (and the kept regions on it) was lost. NULL: none. */
 	const char *cache_image;
+	/* while the image loads, a read of a row whose page is not there yet
+	 * is a miss (the page is asked for in the background) instead of
+	 * waiting for the page: for a store whose misses cost less than a
+	 * page's read from the image's disk */
+	bool image_nowait;
 	/* tests only: called by the commit-log syncer before it writes each
 	 * batch, with no lock held (tests/cass_*.c stall the syncer here) */
 	void (*log_hook)(void *arg);
@@ -450,6 +469,7 @@ struct kv_keep_info {
 	uint64_t image_rows;	   /* index slots it brought */
 	uint64_t image_seq;	   /* the commit log's position it was saved at */
 	uint64_t image_stale;	   /* keys written after it: their slots cleared */
+	double image_load_ms;	   /* the load's end, from its start (0: running) */
 	char image_why[192];	   /* why it was not used, or why it failed */
 };
 

@@ -163,6 +163,7 @@ static void go_cold(struct kv_db *db, const char *why)
 	struct kv_rc_image none = { .fd = -1 };
 	bool warm;
 
+	kv_rc_fetch_stop(&db->cache);
 	pthread_mutex_lock(&db->bg_mu);
 	db->keep.image_failed = true;
 	snprintf(db->keep.image_why, sizeof(db->keep.image_why), "%s", why);
@@ -195,8 +196,10 @@ static void *watch(void *arg)
 		return NULL;
 	}
 	kv_rc_loaded(&db->cache);
-	kv__note(db, "row cache image loaded in %.1f ms",
-		 (double)(kv_now_ns() - db->img_t0) / 1e6);
+	pthread_mutex_lock(&db->bg_mu);
+	db->keep.image_load_ms = (double)(kv_now_ns() - db->img_t0) / 1e6;
+	pthread_mutex_unlock(&db->bg_mu);
+	kv__note(db, "row cache image loaded in %.1f ms", db->keep.image_load_ms);
 	/* the frames the image had none of: faulted in now, as at any start */
 	kv_mem_prefault_start(&db->cache.mem);
 	return NULL;
@@ -225,6 +228,10 @@ int kv__image_start(struct kv_db *db)
 		 "row cache image %s: %" PRIu64 " rows, loading lazily; %" PRIu64
 		 " newer writes cleared theirs",
 		 db->img_path, db->keep.image_rows, db->keep.image_stale);
+	/* nowait: reads do not wait for a page, these threads fetch it */
+	while (db->cache.nowait && db->img_nfetch < 2 &&
+	       !pthread_create(&db->img_fetch[db->img_nfetch], NULL, kv_rc_fetcher, &db->cache))
+		db->img_nfetch++;
 	if (pthread_create(&db->img_watcher, NULL, watch, db)) {
 		kv_mem_load_cancel(&db->cache.mem);
 		kv_mem_load_wait(&db->cache.mem);
@@ -313,6 +320,10 @@ void kv__image_close(struct kv_db *db, uint64_t log_seq)
 		pthread_join(db->img_watcher, NULL);
 		db->img_watch_on = false;
 	}
+	if (db->cache_on)
+		kv_rc_fetch_stop(&db->cache); /* ended well or not, the watcher is done */
+	while (db->img_nfetch > 0)
+		pthread_join(db->img_fetch[--db->img_nfetch], NULL);
 	if (!db->o.cache_image || !db->threads_on || !log_seq || !db->cache_on)
 		return;
 	c = kv__cache(db);

@@ -149,7 +149,8 @@ static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const ui
 	if (err == -ESTALE && rc->hdr->magic == KV_KEPT_RC_MAGIC && rc->hdr->owner != img->token)
 		snprintf(why, sizeof(why), "saved for another data dir, or before the data dir's "
 					   "last save (its CACHEIMAGE names another)");
-	if (!err && !(rc->ready = calloc(rc->nframes, sizeof(*rc->ready))))
+	if (!err && (!(rc->ready = calloc(rc->nframes, sizeof(*rc->ready))) ||
+		     !(rc->q = calloc(rc->nframes, sizeof(*rc->q)))))
 		err = -ENOMEM;
 	if (err) {
 		kv_mem_load_cancel(&rc->mem);
@@ -161,6 +162,7 @@ static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const ui
 	/* from now on the header is this cache's: a kept one's owner again */
 	kv_kept_stamp(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, owner, geo,
 		      atomic_load(&rc->hdr->state));
+	rc->nowait = img->nowait;
 	atomic_store(&rc->loading, true);
 	img->loaded = true;
 	return true;
@@ -169,20 +171,66 @@ static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const ui
 void kv_rc_loaded(struct kv_rowcache *rc)
 {
 	atomic_store_explicit(&rc->loading, false, memory_order_release);
+	kv_rc_fetch_stop(rc);
+}
+
+static bool map_frame(struct kv_rowcache *rc, size_t f)
+{
+	if (kv_mem_ready(&rc->mem, rc->frames_off + f * rc->frame_size, rc->frame_size))
+		return false;
+	atomic_store_explicit(&rc->ready[f], KV_RC_READY, memory_order_release);
+	return true;
+}
+
+void *kv_rc_fetcher(void *arg)
+{
+	struct kv_rowcache *rc = arg;
+
+	pthread_mutex_lock(&rc->q_mu);
+	for (;;) {
+		size_t f;
+
+		while (!rc->q_stop && rc->q_head == rc->q_tail)
+			pthread_cond_wait(&rc->q_cv, &rc->q_mu);
+		if (rc->q_stop)
+			break;
+		f = rc->q[rc->q_head++ % rc->nframes];
+		pthread_mutex_unlock(&rc->q_mu);
+		map_frame(rc, f); /* a failed load: the watcher goes cold */
+		pthread_mutex_lock(&rc->q_mu);
+	}
+	pthread_mutex_unlock(&rc->q_mu);
+	return NULL;
+}
+
+void kv_rc_fetch_stop(struct kv_rowcache *rc)
+{
+	pthread_mutex_lock(&rc->q_mu);
+	rc->q_stop = true;
+	pthread_cond_broadcast(&rc->q_cv);
+	pthread_mutex_unlock(&rc->q_mu);
 }
 
 /* May frame f be touched? Always, unless an image is loading and f is not
- * mapped yet: then map it now (hpr_fault_in loads it first, verified), or
- * false if the load failed -- its unloaded pages are PROT_NONE. */
+ * mapped yet: then map it now (hpr_fault_in loads it first, verified) --
+ * or with nowait, queue it for the fetchers and say no -- and false if
+ * the load failed: its unloaded pages are PROT_NONE. */
 static bool frame_ready(struct kv_rowcache *rc, size_t f)
 {
+	uint8_t st = 0;
+
 	if (!atomic_load_explicit(&rc->loading, memory_order_acquire) ||
-	    atomic_load_explicit(&rc->ready[f], memory_order_acquire))
+	    atomic_load_explicit(&rc->ready[f], memory_order_acquire) == KV_RC_READY)
 		return true;
-	if (kv_mem_ready(&rc->mem, rc->frames_off + f * rc->frame_size, rc->frame_size))
-		return false;
-	atomic_store_explicit(&rc->ready[f], 1, memory_order_release);
-	return true;
+	if (!rc->nowait)
+		return map_frame(rc, f);
+	if (atomic_compare_exchange_strong(&rc->ready[f], &st, KV_RC_QUEUED)) {
+		pthread_mutex_lock(&rc->q_mu);
+		rc->q[rc->q_tail++ % rc->nframes] = f; /* at most nframes, once each */
+		pthread_cond_signal(&rc->q_cv);
+		pthread_mutex_unlock(&rc->q_mu);
+	}
+	return false;
 }
 
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
@@ -198,6 +246,8 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 	memset(rc, 0, sizeof(*rc));
 	*warm = false;
 	pthread_mutex_init(&rc->alloc_mu, NULL);
+	pthread_mutex_init(&rc->q_mu, NULL);
+	pthread_cond_init(&rc->q_cv, NULL);
 	rows = bytes / (row_hint + sizeof(struct rc_row));
 	rc->nbuckets = nstripes;
 	while (rc->nbuckets * KV_RC_WAYS < rows * 2) /* load factor <= 1/2 */
@@ -274,7 +324,9 @@ void kv_rc_destroy(struct kv_rowcache *rc)
 {
 	kv_mem_destroy(&rc->mem);
 	free((void *)rc->ready);
+	free(rc->q);
 	rc->ready = NULL;
+	rc->q = NULL;
 }
 
 static struct kv_rc_slot *bucket_of(struct kv_rowcache *rc, uint64_t key)
@@ -380,7 +432,7 @@ static int next_frame(struct kv_rowcache *rc)
 	if (err)
 		return err;
 	if (rc->ready) /* an image loading: the fault-in mapped it */
-		atomic_store_explicit(&rc->ready[next], 1, memory_order_release);
+		atomic_store_explicit(&rc->ready[next], KV_RC_READY, memory_order_release);
 	rc->frames[next].live = true;
 	rc->frames[next].used = 0;
 	rc->cur = next;
@@ -399,7 +451,8 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 		return;
 	pthread_mutex_lock(&rc->alloc_mu);
 	if ((rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size ||
-	     !frame_ready(rc, rc->cur)) &&
+	     (atomic_load(&rc->loading) && atomic_load(&rc->ready[rc->cur]) != KV_RC_READY &&
+	      !map_frame(rc, rc->cur))) &&
 	    next_frame(rc)) {
 		/* cannot fault a frame in (tmpfs full?): just don't cache */
 		pthread_mutex_unlock(&rc->alloc_mu);
