@@ -302,38 +302,16 @@ static void case_stale(void)
 /* ---- damaged ---- */
 
 /* flip one byte in the middle of the last run of n bytes c in file p (the
- * row the fill reaches last), or of the first 8-byte magic if n == 0 */
+ * row the fill reaches last), or of the first 8-byte magic if n == 0; past
+ * the snapshot's own header and table, in the region's pages */
 static bool flip(const char *p, char c, size_t n, uint64_t magic)
 {
-	char *pat = malloc(n ? n : 8), *m, *at;
-	struct stat sb;
-	int fd = open(p, O_RDWR | O_CLOEXEC);
+	char pat[VLEN];
 
-	if (fd < 0 || fstat(fd, &sb) || !pat) {
-		free(pat);
-		return false;
-	}
-	m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED) {
-		free(pat);
-		return false;
-	}
-	if (n)
-		memset(pat, c, n);
-	else
-		memcpy(pat, &magic, 8);
-	/* past the snapshot's own header and table: the region's pages */
-	at = memmem(m + 4096, (size_t)sb.st_size - 4096, pat, n ? n : 8);
-	for (char *nx = at; n && nx;) {
-		at = nx;
-		nx = memmem(at + n, (size_t)(m + sb.st_size - (at + n)), pat, n);
-	}
-	if (at)
-		at[n ? n / 2 : 0] ^= 0x20;
-	munmap(m, (size_t)sb.st_size);
-	free(pat);
-	return at != NULL;
+	if (!n)
+		return cass_flip(p, &magic, 8, 0, 4096, false);
+	memset(pat, c, n);
+	return cass_flip(p, pat, n, n / 2, 4096, true);
 }
 
 struct reader {

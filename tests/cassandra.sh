@@ -270,16 +270,23 @@ grep -q "kept row cache: attached, warm" "$T/keep-mid-run.check" &&
 # --restart: prime, warm and cold restarts, a final check of every key
 # (100k records x 10 x 100 B, 97 MiB, against a 48 MiB cache: big enough that a cold
 # cache is still far from warm after 100 ms)
-mnt "$T/m5" huge=always,size=1g
-if "$BIN" --data "$T/m5" --restart --records 100000 --threads 8 --seconds 2 --cache-mb 48 \
-	--memtable-mb 4 --workloads b --repeat 1 >"$T/restart.log" 2>&1; then
-	ok "--restart exits 0"
-else
-	bad "--restart failed (exit $?)"; tail -20 "$T/restart.log"
-fi
-grep -q "^acknowledged writes lost: 0 (" "$T/restart.log" &&
-	ok "--restart: $(grep -o '^acknowledged writes lost.*' "$T/restart.log")" ||
-	bad "--restart: $(grep 'lost' "$T/restart.log" | tail -3)"
+# restart_run NAME DIR [options]: that run into $T/NAME.log; it exits 0
+# and loses nothing acknowledged, with no wrong read
+restart_run() {
+	local name=$1 d=$2
+	shift 2
+	mnt "$d" huge=always,size=1g
+	if "$BIN" --data "$d" --restart --records 100000 --threads 8 --seconds 2 --cache-mb 48 \
+		--memtable-mb 4 --workloads b --repeat 1 "$@" >"$T/$name.log" 2>&1; then
+		ok "--restart $* exits 0"
+	else
+		bad "--restart $* failed (exit $?)"; tail -20 "$T/$name.log"
+	fi
+	grep -q "^acknowledged writes lost: 0 (.* 0 wrong reads" "$T/$name.log" &&
+		ok "--restart $*: $(grep -o '^acknowledged writes lost.*' "$T/$name.log")" ||
+		bad "--restart $*: $(grep 'lost' "$T/$name.log" | tail -3)"
+}
+restart_run restart "$T/m5"
 grep -q "^\[warm 1\] kv_open .* row cache warm .* memtables kept" "$T/restart.log" &&
 	grep -q "^\[cold 1\] kv_open .* row cache new" "$T/restart.log" &&
 	ok "--restart: warm attached both kept regions, cold started fresh" ||
@@ -386,17 +393,7 @@ grep -q '"verify":{"enabled":true,"reads":[1-9][0-9]*,"errors":0}' "$T/image.jso
 	ok "--cache-image: every read right, the full scan from the image too ($(grep -o '"reads":[0-9]*' "$T/image.json"))" ||
 	bad "--cache-image: verify summary: $(grep -o '"verify":{[^}]*}' "$T/image.json")"
 # --restart --cache-image: clean shutdowns; warm, cold and image restarts
-mnt "$T/m8" huge=always,size=1g
-if "$BIN" --data "$T/m8" --restart --records 100000 --threads 8 --seconds 2 --cache-mb 48 \
-	--memtable-mb 4 --workloads b --repeat 1 --cache-image "$T/rowcache.img" \
-	>"$T/restart-image.log" 2>&1; then
-	ok "--restart --cache-image exits 0"
-else
-	bad "--restart --cache-image failed (exit $?)"; tail -20 "$T/restart-image.log"
-fi
-grep -q "^acknowledged writes lost: 0 (.* 0 wrong reads" "$T/restart-image.log" &&
-	ok "--restart --cache-image: $(grep -o '^acknowledged writes lost.*' "$T/restart-image.log")" ||
-	bad "--restart --cache-image: $(grep 'lost' "$T/restart-image.log" | tail -3)"
+restart_run restart-image "$T/m8" --cache-image "$T/rowcache.img"
 grep -q "^\[image 1\] kv_open .* row cache new from the image ([1-9][0-9]* rows" "$T/restart-image.log" &&
 	grep -q "^\[warm 1\] kv_open .* row cache warm" "$T/restart-image.log" &&
 	grep -q "^\[cold 1\] kv_open .* row cache new;" "$T/restart-image.log" &&

@@ -21,6 +21,12 @@
  * to; each is checked at open, the memtables against the commit log, and
  * whatever fails its checks starts cold.
  *
+ * Row cache image (kv_opts.cache_image, image.c): the row cache saved with
+ * hpr_save at a clean close and loaded lazily (hpr_load, HPR_SNAP_LAZY) at
+ * the next open when no kept cache is attached; valid only for the data
+ * dir's last save (a token in DIR/CACHEIMAGE), with the keys written since
+ * cleared; a failed load makes a cold cache, never a wrong row or a crash.
+ *
  * Durability: a put is acknowledged only once its commit-log record is
  * fdatasync'ed. On open the log is replayed into the memtable, so a kill -9
  * loses no acknowledged write. What "acknowledged" promises depends on

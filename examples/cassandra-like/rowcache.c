@@ -212,18 +212,20 @@ void kv_rc_fetch_stop(struct kv_rowcache *rc)
 }
 
 /* May frame f be touched? Always, unless an image is loading and f is not
- * mapped yet: then map it now (hpr_fault_in loads it first, verified) --
- * or with nowait, queue it for the fetchers and say no -- and false if
- * the load failed: its unloaded pages are PROT_NONE. */
-static bool frame_ready(struct kv_rowcache *rc, size_t f)
+ * mapped yet: then, if wait, map it now (hpr_fault_in loads it first,
+ * verified), else say no -- and with nowait queue it for the fetchers --;
+ * false too if the load failed: its unloaded pages are PROT_NONE. */
+static bool frame_ready(struct kv_rowcache *rc, size_t f, bool wait)
 {
 	uint8_t st = 0;
 
 	if (!atomic_load_explicit(&rc->loading, memory_order_acquire) ||
 	    atomic_load_explicit(&rc->ready[f], memory_order_acquire) == KV_RC_READY)
 		return true;
-	if (!rc->nowait)
+	if (wait)
 		return map_frame(rc, f);
+	if (!rc->nowait)
+		return false;
 	if (atomic_compare_exchange_strong(&rc->ready[f], &st, KV_RC_QUEUED)) {
 		pthread_mutex_lock(&rc->q_mu);
 		rc->q[rc->q_tail++ % rc->nframes] = f; /* at most nframes, once each */
@@ -369,7 +371,7 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 		    !slot_live(rc, loc))
 			continue;
 		unpack(loc, &gen, &f, &off);
-		if (f >= rc->nframes || !frame_ready(rc, f))
+		if (f >= rc->nframes || !frame_ready(rc, f, !rc->nowait))
 			break;
 		row = (const struct rc_row *)(frame_base(rc, f) + off);
 		/* The frame may be evicted and refilled while we copy (seqlock
@@ -446,14 +448,20 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 	struct kv_rc_slot *s = bucket_of(rc, key), *victim = NULL;
 	struct rc_row *row;
 	uint64_t loc;
+	bool full;
 
 	if (need > rc->frame_size || atomic_load_explicit(&rc->dead, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&rc->alloc_mu);
-	if ((rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size ||
-	     (atomic_load(&rc->loading) && atomic_load(&rc->ready[rc->cur]) != KV_RC_READY &&
-	      !map_frame(rc, rc->cur))) &&
-	    next_frame(rc)) {
+	full = rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size;
+	/* An image loading: the frame the row would go to must be mapped, and
+	 * a fill never waits for a page from the image's disk (under alloc_mu
+	 * it would stall every other fill, and the readers behind their row
+	 * locks): until the frame is there, the row is not cached. */
+	if (!frame_ready(rc, full ? (rc->cur == rc->nframes ? 0 : (rc->cur + 1) % rc->nframes) :
+				    rc->cur,
+			 false) ||
+	    (full && next_frame(rc))) {
 		/* cannot fault a frame in (tmpfs full?): just don't cache */
 		pthread_mutex_unlock(&rc->alloc_mu);
 		return;

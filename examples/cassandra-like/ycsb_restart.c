@@ -390,7 +390,7 @@ static double median(double *v, int n)
 static void summary(struct win *ws, int nw, double steady)
 {
 	static const char *const med[] = { "warm med", "cold med", "image med" };
-	double t[3][MAX_RUNS], h[3][MAX_RUNS], o[3][MAX_RUNS], s1[3][MAX_RUNS];
+	double t[3][MAX_RUNS], h[3][MAX_RUNS], o[3][MAX_RUNS], s1[3][MAX_RUNS], h1[3][MAX_RUNS];
 	int n[3] = { 0, 0, 0 };
 	bool never[3] = { false, false, false };
 
@@ -403,8 +403,9 @@ static void summary(struct win *ws, int nw, double steady)
 		       "regions, same data) ==\n");
 	printf("steady: %.0f ops/s (the prime run's last %.0f s); workload %s, %u threads\n",
 	       steady, opt.seconds, wl_name(opt.workloads[0]), opt.threads);
-	printf("%-8s %11s %16s %16s %12s %12s %12s %10s\n", "run", "kv_open ms", "hit % 1st 100ms",
-	       "ops/s 1st 100ms", "ops/s 1st s", "ops/s 2nd s", "ops/s 3rd s", "t90 s");
+	printf("%-9s %11s %16s %16s %12s %12s %12s %12s %10s\n", "run", "kv_open ms",
+	       "hit % 1st 100ms", "ops/s 1st 100ms", "hit % 1st s", "ops/s 1st s", "ops/s 2nd s",
+	       "ops/s 3rd s", "t90 s");
 	for (int i = 0; i < nw; i++) {
 		struct win *w = &ws[i];
 		int k = w->kind == W_WARM ? 0 : w->kind == W_COLD ? 1 : 2;
@@ -414,8 +415,9 @@ static void summary(struct win *ws, int nw, double steady)
 		if (w->kind != W_WARM && w->kind != W_COLD && w->kind != W_IMAGE)
 			continue;
 		snprintf(name, sizeof(name), "%s %d", kind_name[w->kind], w->round);
-		printf("%-8s %11.1f %16.1f %16.0f %12.0f %12.0f %12.0f ", name, w->open_ms,
-		       hit_rate(w, 0, 1), rate(w, 0, 1), rate(w, 0, 10 < w->n ? 10 : w->n - 1),
+		printf("%-9s %11.1f %16.1f %16.0f %12.1f %12.0f %12.0f %12.0f ", name, w->open_ms,
+		       hit_rate(w, 0, 1), rate(w, 0, 1), hit_rate(w, 0, 10 < w->n ? 10 : w->n - 1),
+		       rate(w, 0, 10 < w->n ? 10 : w->n - 1),
 		       rate(w, 10, 20 < w->n ? 20 : w->n - 1),
 		       rate(w, 20, 30 < w->n ? 30 : w->n - 1));
 		if (x < 0)
@@ -427,6 +429,7 @@ static void summary(struct win *ws, int nw, double steady)
 		h[k][n[k]] = hit_rate(w, 0, 1);
 		o[k][n[k]] = w->open_ms;
 		s1[k][n[k]] = rate(w, 0, 10 < w->n ? 10 : w->n - 1);
+		h1[k][n[k]] = hit_rate(w, 0, 10 < w->n ? 10 : w->n - 1);
 		n[k]++;
 	}
 	for (int k = 0; k < 3; k++) {
@@ -434,8 +437,9 @@ static void summary(struct win *ws, int nw, double steady)
 
 		if (!n[k])
 			continue;
-		printf("%-8s %11.1f %16.1f %16s %12.0f %12s %12s ", med[k],
-		       median(o[k], n[k]), median(h[k], n[k]), "", median(s1[k], n[k]), "", "");
+		printf("%-9s %11.1f %16.1f %16s %12.1f %12.0f %12s %12s ", med[k],
+		       median(o[k], n[k]), median(h[k], n[k]), "", median(h1[k], n[k]),
+		       median(s1[k], n[k]), "", "");
 		if (mt >= 1e9)
 			printf("%10s\n", "never");
 		else
