@@ -161,8 +161,9 @@ static void case_warm(void)
 	cass_tag(db, NROWS - 1);
 	kv_db_stats(db, &st);
 	first_hit = st.cache_hits == 1 && st.cache_misses == 0;
-	CHECK(first_hit, "warm: the first request is a hit (%" PRIu64 " hits, %" PRIu64 " misses; "
-			 "load %s at open, %zu of %zu KiB mapped, %zu on demand)",
+	CHECK(first_hit,
+	      "warm: the first request is a hit (%" PRIu64 " hits, %" PRIu64 " misses; "
+	      "load %s at open, %zu of %zu KiB mapped, %zu on demand)",
 	      st.cache_hits, st.cache_misses, loading ? "running" : "done", st.image_loaded >> 10,
 	      st.image_total >> 10, st.image_demanded >> 10);
 	bad = check_all(db, want_r1);
@@ -200,8 +201,8 @@ static void case_warm(void)
 		bad = check_all(db, want_r1);
 		kv_db_stats(db, &st);
 		CHECK(!bad && st.cache_misses - m0 <= m0 && st.cache_hits - h0 >= NROWS - m0,
-		      "warm, nowait: after the load the image's rows hit (%" PRIu64 " hits, %" PRIu64
-		      " misses)",
+		      "warm, nowait: after the load the image's rows hit (%" PRIu64
+		      " hits, %" PRIu64 " misses)",
 		      st.cache_hits - h0, st.cache_misses - m0);
 	}
 	kv_close(db);
@@ -392,15 +393,18 @@ static void case_damaged(void)
 		       strstr(ki.image_why, "lazy load failed")) ||
 			      (!ki.image_loaded && strstr(ki.image_why, "checksum")),
 		      "damaged: the load %s, and the cache is cold (%s)",
-		      ki.image_loaded ? "began, then failed mid-way" : "failed before kv_open returned",
+		      ki.image_loaded ? "began, then failed mid-way" :
+					"failed before kv_open returned",
 		      ki.image_why);
-		CHECK(!bad, "damaged: %" PRIu64 " reads by 3 threads during and after the failed "
-			    "load, %" PRIu64 " wrong",
+		CHECK(!bad,
+		      "damaged: %" PRIu64 " reads by 3 threads during and after the failed "
+		      "load, %" PRIu64 " wrong",
 		      reads, bad);
 		bad = check_all(db, want_r1);
 		kv_db_stats(db, &st);
-		CHECK(!bad, "damaged: every row right after it (%" PRIu64 " wrong, %" PRIu64
-			    " hits, %" PRIu64 " misses)",
+		CHECK(!bad,
+		      "damaged: every row right after it (%" PRIu64 " wrong, %" PRIu64
+		      " hits, %" PRIu64 " misses)",
 		      bad, st.cache_hits, st.cache_misses);
 		kv_put(db, 5, cass_val('!', VLEN), VLEN, NULL);
 		CHECK(cass_tag(db, 5) == '!' && cass_tag(db, 5) == '!',
@@ -511,10 +515,11 @@ static void case_killed(void)
 		uint64_t seq = 0;
 		int rc = kv_get(db, k, buf, sizeof(buf), &len, &seq);
 
-		if ((rc || seq < shadow[k].seq || (seq == shadow[k].seq && buf[0] != shadow[k].tag)) &&
+		if ((rc || seq < shadow[k].seq ||
+		     (seq == shadow[k].seq && buf[0] != shadow[k].tag)) &&
 		    bad++ < 5)
-			printf("  key %" PRIu64 ": acknowledged seq %" PRIu64 " '%c', read seq %" PRIu64
-			       " '%c' (%d)\n",
+			printf("  key %" PRIu64 ": acknowledged seq %" PRIu64
+			       " '%c', read seq %" PRIu64 " '%c' (%d)\n",
 			       k, shadow[k].seq, shadow[k].tag, seq, len ? buf[0] : '-', rc);
 	}
 	CHECK(ki.image_loaded && ki.image_stale >= (n ? 1 : 0) && !bad,

@@ -50,9 +50,9 @@ struct kv_db {
 	bool img_check;		 /* open: clear the slots of keys written after it */
 	pthread_t img_watcher;	 /* waits for the lazy load's end */
 	bool img_watch_on;
-	pthread_t img_fetch[2];	 /* image_nowait: kv_rc_fetcher() */
+	pthread_t img_fetch[2]; /* image_nowait: kv_rc_fetcher() */
 	int img_nfetch;
-	uint64_t img_t0;	 /* when the load began (ns), for the note */
+	uint64_t img_t0;		   /* when the load began (ns), for the note */
 	pthread_mutex_t stripes[NSTRIPES]; /* row locks, by key hash */
 	pthread_t flusher, compactor;
 	bool threads_on;

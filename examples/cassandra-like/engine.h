@@ -469,14 +469,14 @@ struct kv_keep_info {
 	uint64_t mt_replayed;		  /* log records missing from the kept nodes */
 	char cache_why[160], mt_why[160]; /* why either started cold */
 	/* the row cache image (kv_opts.cache_image) */
-	bool image_on;		   /* an image was asked for */
-	bool image_loaded;	   /* its lazy load began: the cache is warm from it */
-	bool image_failed;	   /* the load failed later: the cache went cold */
-	uint64_t image_rows;	   /* index slots it brought */
-	uint64_t image_seq;	   /* the commit log's position it was saved at */
-	uint64_t image_stale;	   /* keys written after it: their slots cleared */
-	double image_load_ms;	   /* the load's end, from its start (0: running) */
-	char image_why[192];	   /* why it was not used, or why it failed */
+	bool image_on;	      /* an image was asked for */
+	bool image_loaded;    /* its lazy load began: the cache is warm from it */
+	bool image_failed;    /* the load failed later: the cache went cold */
+	uint64_t image_rows;  /* index slots it brought */
+	uint64_t image_seq;   /* the commit log's position it was saved at */
+	uint64_t image_stale; /* keys written after it: their slots cleared */
+	double image_load_ms; /* the load's end, from its start (0: running) */
+	char image_why[192];  /* why it was not used, or why it failed */
 };
 
 struct kv_stats {

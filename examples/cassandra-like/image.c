@@ -103,8 +103,8 @@ void kv__image_find(struct kv_db *db, struct kv_rc_image *img, uint64_t *seq)
 		close(fd);
 	}
 	if (fd < 0) {
-		snprintf(img->why, sizeof(img->why), "no image saved for this data dir (%.100s: %s)",
-			 p, strerror(errno));
+		snprintf(img->why, sizeof(img->why),
+			 "no image saved for this data dir (%.100s: %s)", p, strerror(errno));
 		return;
 	}
 	if (n != (ssize_t)sizeof(id) || id.magic != IMG_ID_MAGIC || id.crc != id_crc(&id) ||
@@ -216,7 +216,8 @@ int kv__image_start(struct kv_db *db)
 		char why[192];
 
 		snprintf(why, sizeof(why),
-			 "saved at sequence number %" PRIu64 ", after the data dir's newest (%" PRIu64
+			 "saved at sequence number %" PRIu64
+			 ", after the data dir's newest (%" PRIu64
 			 "): the data dir is older than the image",
 			 db->img_seq, newest);
 		kv_mem_load_cancel(&db->cache.mem);

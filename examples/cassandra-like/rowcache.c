@@ -147,8 +147,9 @@ static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const ui
 		 adopt(rc, why, sizeof(why)))
 		err = -ESTALE;
 	if (err == -ESTALE && rc->hdr->magic == KV_KEPT_RC_MAGIC && rc->hdr->owner != img->token)
-		snprintf(why, sizeof(why), "saved for another data dir, or before the data dir's "
-					   "last save (its CACHEIMAGE names another)");
+		snprintf(why, sizeof(why),
+			 "saved for another data dir, or before the data dir's "
+			 "last save (its CACHEIMAGE names another)");
 	if (!err && (!(rc->ready = calloc(rc->nframes, sizeof(*rc->ready))) ||
 		     !(rc->q = calloc(rc->nframes, sizeof(*rc->q)))))
 		err = -ENOMEM;
@@ -458,9 +459,9 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 	 * a fill never waits for a page from the image's disk (under alloc_mu
 	 * it would stall every other fill, and the readers behind their row
 	 * locks): until the frame is there, the row is not cached. */
-	if (!frame_ready(rc, full ? (rc->cur == rc->nframes ? 0 : (rc->cur + 1) % rc->nframes) :
-				    rc->cur,
-			 false) ||
+	if (!frame_ready(
+		    rc, full ? (rc->cur == rc->nframes ? 0 : (rc->cur + 1) % rc->nframes) : rc->cur,
+		    false) ||
 	    (full && next_frame(rc))) {
 		/* cannot fault a frame in (tmpfs full?): just don't cache */
 		pthread_mutex_unlock(&rc->alloc_mu);

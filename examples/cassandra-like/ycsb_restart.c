@@ -355,8 +355,9 @@ static int run_win(struct win *w, char workload, _Atomic uint64_t *acked)
 		atomic_store(&w->stop, 1);
 		waitpid(pid, &st, 0);
 		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-			fprintf(stderr, "cassandra-like: the %s store process did not shut down "
-					"cleanly\n",
+			fprintf(stderr,
+				"cassandra-like: the %s store process did not shut down "
+				"cleanly\n",
 				kind_name[w->kind]);
 			return -ECHILD;
 		}
@@ -480,7 +481,7 @@ int run_restart(char workload)
 						 { W_IMAGE, W_WARM, W_COLD } };
 
 		for (int i = 0; i < (opt.cache_image ? 3 : 2); i++) {
-			ws[nw].kind = opt.cache_image ? order[r % 3][i] :
+			ws[nw].kind = opt.cache_image	     ? order[r % 3][i] :
 				      (r % 2) == (unsigned)i ? W_WARM :
 							       W_COLD;
 			ws[nw++].round = (int)r + 1;
