@@ -391,7 +391,7 @@ struct kv_rc_image {
 	uint64_t token;
 	bool nowait; /* kv_opts.image_nowait */
 	bool loaded;
-	char why[160];
+	char why[256];
 };
 
 /* keep_id != 0: a kept region (restart.c), attached and checked if it is
@@ -476,7 +476,7 @@ struct kv_keep_info {
 	uint64_t image_seq;   /* the commit log's position it was saved at */
 	uint64_t image_stale; /* keys written after it: their slots cleared */
 	double image_load_ms; /* the load's end, from its start (0: running) */
-	char image_why[192];  /* why it was not used, or why it failed */
+	char image_why[256];  /* why it was not used, or why it failed */
 };
 
 struct kv_stats {

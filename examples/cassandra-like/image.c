@@ -213,7 +213,7 @@ int kv__image_start(struct kv_db *db)
 		return 0;
 	db->img_check = false;
 	if (db->img_seq > newest) {
-		char why[192];
+		char why[256];
 
 		snprintf(why, sizeof(why),
 			 "saved at sequence number %" PRIu64

@@ -206,7 +206,7 @@ int kv_mem_save(struct kv_mem *m, int fd)
 	 * crash mid-save leaves a file hpr_load refuses, never a torn image */
 	rc = hpr_save(m->r, fd, HPR_SNAP_SYNC);
 	if (rc)
-		return kv_fail(rc, "%s: hpr_save: %s", m->name, hpr_strerror(rc));
+		return kv_fail(rc, "%s: %s", m->name, hpr_strerror(rc));
 	return 0;
 }
 
@@ -218,7 +218,7 @@ int kv_mem_load_lazy(struct kv_mem *m, int fd)
 		return kv_fail(-EOPNOTSUPP, "%s: base-page memory cannot load an image", m->name);
 	rc = hpr_load(m->r, fd, HPR_SNAP_LAZY, NULL);
 	if (rc)
-		return kv_fail(rc, "%s: hpr_load: %s", m->name, hpr_strerror(rc));
+		return kv_fail(rc, "%s: %s", m->name, hpr_strerror(rc));
 	return 0;
 }
 

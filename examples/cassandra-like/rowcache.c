@@ -131,7 +131,7 @@ static int adopt(struct kv_rowcache *rc, char *why, size_t n)
 static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const uint64_t geo[4],
 		       uint64_t owner)
 {
-	char why[160] = "";
+	char why[200] = "";
 	int err;
 
 	err = kv_mem_load_lazy(&rc->mem, img->fd);
