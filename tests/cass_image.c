@@ -18,9 +18,9 @@
  *             and a truncated image (refused by hpr_load): every value
  *             right, no crash, readers running throughout; also with
  *             image_nowait (reads miss instead of waiting for a page);
- *   killed:   kill -9 while the background fill runs, with reads and
- *             writes under way: the next open (from the same image) has
- *             every acknowledged write and no older value.
+ *   killed:   kill -9 while the background fill runs, after 10 writes,
+ *             with reads and writes under way: the next open (from the
+ *             same image) has every acknowledged write and no older value.
  *
  * Needs root (a tmpfs huge=always of our own, and /dev/userfaultfd for the
  * lazy load): exits 77 otherwise.
@@ -453,6 +453,7 @@ static void case_killed(void)
 	uint64_t bad = 0, n = 0;
 	int pfd[2];
 	pid_t pid;
+	bool loading = false;
 	int st;
 
 	huge_dir(dir, sizeof(dir));
@@ -490,23 +491,24 @@ static void case_killed(void)
 	close(pfd[1]);
 	if (read(pfd[0], &c, 1) != 1)
 		c = 0;
-	/* 20 acknowledged writes, then the kill, then the rest */
+	/* 10 acknowledged writes, then the kill, then the rest */
 	for (int kill_now = 1; kill_now >= 0; kill_now--) {
-		while ((!kill_now || n < 20) && read(pfd[0], &a, sizeof(a)) == (ssize_t)sizeof(a)) {
+		while ((!kill_now || n < 10) && read(pfd[0], &a, sizeof(a)) == (ssize_t)sizeof(a)) {
 			if (a.seq > shadow[a.key].seq)
 				shadow[a.key] = a;
 			n++;
 		}
 		if (kill_now) {
+			loading = a.loading; /* at the last write before the kill */
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
 		}
 	}
 	close(pfd[0]);
-	CHECK(c == 'L' && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && n >= 20 && a.loading,
+	CHECK(c == 'L' && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && n >= 10 && loading,
 	      "killed: the store was killed -9 during the image's background fill, after %" PRIu64
 	      " acknowledged writes (the load running at open: %s; at the last write: %s)",
-	      n, c == 'L' ? "yes" : "no", a.loading ? "yes" : "no");
+	      n, c == 'L' ? "yes" : "no", loading ? "yes" : "no");
 	db = open_img2(dir, IMG, true);
 	ki = info(db);
 	for (uint64_t k = 0; k < NBIG; k++) {
