@@ -48,6 +48,7 @@ struct kv_db {
 	char img_path[PATH_MAX]; /* kv_opts.cache_image, resolved; "": none */
 	uint64_t img_seq;	 /* the log position the loaded image was saved at */
 	bool img_check;		 /* open: clear the slots of keys written after it */
+	char img_drop[256];	 /* open: why the loaded image must go after all */
 	pthread_t img_watcher;	 /* waits for the lazy load's end */
 	bool img_watch_on;
 	pthread_t img_fetch[2]; /* image_nowait: kv_rc_fetcher() */

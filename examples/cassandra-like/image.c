@@ -143,10 +143,19 @@ int kv__image_stale(struct kv_db *db, bool replay_log, uint64_t min_seq)
 	for (size_t i = 0; i < db->ntables; i++) {
 		const struct kv_sst *t = db->tables[i];
 
+		const struct kv_sst_rec *r;
+
 		if (t->f.max_seq <= db->img_seq)
 			continue; /* all of it older than the image */
-		for (const struct kv_sst_rec *r = kv_sst_first(t); r; r = kv_sst_next(t, r))
+		for (r = kv_sst_first(t); r && kv_sst_rec_ok(r); r = kv_sst_next(t, r))
 			kv__image_stale_key(db, r->key, r->seq);
+		if (r) { /* a damaged record: its key unknown, so is what is stale */
+			snprintf(db->img_drop, sizeof(db->img_drop),
+				 "table %.100s has a damaged record: the keys written after the "
+				 "image are not known",
+				 t->path);
+			return 0;
+		}
 	}
 	if (!replay_log)
 		return 0;
@@ -212,14 +221,17 @@ int kv__image_start(struct kv_db *db)
 	if (!db->img_check)
 		return 0;
 	db->img_check = false;
-	if (db->img_seq > newest) {
+	if (db->img_drop[0] || db->img_seq > newest) {
 		char why[256];
 
-		snprintf(why, sizeof(why),
-			 "saved at sequence number %" PRIu64
-			 ", after the data dir's newest (%" PRIu64
-			 "): the data dir is older than the image",
-			 db->img_seq, newest);
+		if (db->img_drop[0])
+			snprintf(why, sizeof(why), "%s", db->img_drop);
+		else
+			snprintf(why, sizeof(why),
+				 "saved at sequence number %" PRIu64
+				 ", after the data dir's newest (%" PRIu64
+				 "): the data dir is older than the image",
+				 db->img_seq, newest);
 		kv_mem_load_cancel(&db->cache.mem);
 		kv_mem_load_wait(&db->cache.mem);
 		go_cold(db, why);
