@@ -21,7 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int cass_fails;
@@ -118,6 +121,47 @@ static inline bool cass_data_dir(char *dir, size_t n, const char *size)
 	return mount("none", dir, "tmpfs", 0, opts) == 0;
 }
 
+/* A tmpfs of `size` (e.g. "256m,huge=always") of our own, or exit 77 with
+ * why: `needs` is what the suite needs root for. */
+static inline void cass_huge_dir(char *dir, size_t n, const char *size, const char *needs)
+{
+	if (geteuid() != 0) {
+		printf("SKIP: %s: run as root\n", needs);
+		exit(77);
+	}
+	if (!cass_data_dir(dir, n, size)) {
+		printf("SKIP: cannot mount a tmpfs %s in a private mount namespace\n", size);
+		exit(77);
+	}
+}
+
+/* Flip one bit of the byte at pat[at] in the first (or last) run of the n
+ * bytes pat in file p at or past offset from; false if there is none. */
+static inline bool cass_flip(const char *p, const void *pat, size_t n, size_t at, size_t from,
+			     bool last)
+{
+	struct stat sb;
+	char *m, *hit, *nx;
+	int fd = open(p, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &sb) || (size_t)sb.st_size <= from) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return false;
+	hit = memmem(m + from, (size_t)sb.st_size - from, pat, n);
+	while (last && hit && (nx = memmem(hit + n, (size_t)(m + sb.st_size - (hit + n)), pat, n)))
+		hit = nx;
+	if (hit)
+		hit[at] ^= 0x20;
+	munmap(m, (size_t)sb.st_size);
+	return hit != NULL;
+}
+
 static inline void cass_rm_dir(const char *dir)
 {
 	char cmd[PATH_MAX + 32];
@@ -128,11 +172,22 @@ static inline void cass_rm_dir(const char *dir)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* kv_open(o), or FAIL and exit */
+static inline struct kv_db *cass_open_opts(const struct kv_opts *o, const char *what)
+{
+	struct kv_db *db;
+	int rc = kv_open(o, &db);
+
+	if (rc) {
+		printf("FAIL: kv_open%s %s: %s\n", what, o->data_dir, kv_errmsg(rc));
+		exit(1);
+	}
+	return db;
+}
+
 static inline struct kv_db *cass_open(const char *dir)
 {
 	struct kv_opts o = { 0 };
-	struct kv_db *db;
-	int rc;
 
 	o.data_dir = dir;
 	o.cache_backing = KV_MEM_BASE;
@@ -143,12 +198,7 @@ static inline struct kv_db *cass_open(const char *dir)
 	o.allow_disk = true;
 	o.quiet = true;
 	o.log_hook = stall_hook;
-	rc = kv_open(&o, &db);
-	if (rc) {
-		printf("FAIL: kv_open %s: %s\n", dir, kv_errmsg(rc));
-		exit(1);
-	}
-	return db;
+	return cass_open_opts(&o, "");
 }
 
 /* a value of len bytes, every byte `tag` */
