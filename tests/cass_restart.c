@@ -63,28 +63,19 @@ static void flush_hook(void *arg)
 	pthread_mutex_unlock(&fstall.mu);
 }
 
+/* kv_opts.keep: the row cache and memtables in kept SHMEM regions */
 static struct kv_db *open_kept(const char *dir)
 {
-	struct kv_opts o = { 0 };
-	struct kv_db *db;
-	int rc;
+	struct kv_opts o;
 
-	o.data_dir = dir;
+	cass_opts(&o, dir);
 	o.keep = true;
+	o.allow_disk = false;
 	o.cache_backing = KV_MEM_SHMEM;
 	o.memtable_backing = KV_MEM_SHMEM;
 	o.cache_bytes = 16 << 20;
-	o.memtable_bytes = 2 << 20;
-	o.row_hint = 512;
-	o.quiet = true;
-	o.log_hook = stall_hook;
 	o.flush_hook = flush_hook;
-	rc = kv_open(&o, &db);
-	if (rc) {
-		printf("FAIL: kv_open (keep) %s: %s\n", dir, kv_errmsg(rc));
-		exit(1);
-	}
-	return db;
+	return cass_open_opts(&o);
 }
 
 /* a tmpfs huge=always of our own, or exit 77 */
@@ -194,11 +185,7 @@ static uint64_t take_acks(int fd, uint64_t n)
 
 static void kill_child(pid_t pid, const char *what)
 {
-	int st;
-
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "%s: the store died of kill -9", what);
+	CHECK(cass_kill(pid), "%s: the store died of kill -9", what);
 }
 
 static void case_writes(void)
@@ -307,39 +294,23 @@ static bool drop_node(const char *dir, uint64_t key, char tag)
 	return found;
 }
 
+static void put_a_m(struct kv_db *db)
+{
+	kv_put(db, KEY, cass_val('A', 100), 100, NULL);
+	kv_put(db, KEY2, cass_val('M', 100), 100, NULL);
+}
+
 static void case_unacked(void)
 {
 	struct kv_keep_info ki;
 	struct kv_db *db;
-	char dir[64], seen = '!';
-	int pfd[2];
-	pid_t pid;
+	char dir[64], seen;
+	bool killed;
 
 	huge_dir(dir, sizeof(dir));
-	if (pipe(pfd))
-		exit(1);
-	pid = fork();
-	if (pid == 0) {
-		struct cass_put p;
-		char t;
-
-		close(pfd[0]);
-		db = open_kept(dir);
-		kv_put(db, KEY, cass_val('A', 100), 100, NULL);
-		kv_put(db, KEY2, cass_val('M', 100), 100, NULL);
-		stall_arm();
-		cass_put_start(&p, db, KEY, 'B', 100);
-		t = stall_wait() ? cass_watch(db, KEY, 'A', 100) : '!';
-		if (write(pfd[1], &t, 1) != 1)
-			_exit(1);
-		pause(); /* killed here: B is in the memtable, not in the log */
-		_exit(0);
-	}
-	close(pfd[1]);
-	if (read(pfd[0], &seen, 1) != 1)
-		seen = '!';
-	kill_child(pid, "unacked");
-	close(pfd[0]);
+	/* killed with B's put stalled: B is in the kept memtable, not in the log */
+	seen = cass_kill_stalled(dir, open_kept, put_a_m, KEY, 'A', 'B', 100, &killed);
+	CHECK(killed, "unacked: the store died of kill -9");
 	CHECK(seen == 'A', "unacked: before the kill a read returned A, B not durable (got %c)",
 	      seen);
 	CHECK(drop_node(dir, KEY2, 'M'),
