@@ -45,24 +45,9 @@ T=$(mktemp -d /tmp/kvmlite-guest.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 R="-m 64M --rand-iters 65536 --stride-reps 1"
 fail=0
-bad() {
-	echo "kvmlite-guest: FAIL: $*" >&2
-	fail=1
-}
-
-# expect WANT_RC TEXT args...: exit code and a line of the output
-expect() {
-	want=$1 text=$2
-	shift 2
-	"$K" "$@" >"$T/out" 2>&1
-	rc=$?
-	if [ "$rc" = "$want" ] && grep -q -- "$text" "$T/out"; then
-		echo "kvmlite-guest: ok: rc $rc: $(grep -- "$text" "$T/out" | head -1 | cut -c1-160)"
-	else
-		bad "kvm-lite $* -> rc $rc (want $want, and '$text'):"
-		sed 's/^/    /' "$T/out" >&2
-	fi
-}
+KL_TAG=kvmlite-guest
+# shellcheck source=kvmlite-lib.sh
+. "$(dirname "$0")/kvmlite-lib.sh"
 
 # -- item 7: the whole vCPU through a snapshot ------------------------------
 expect 0 "vCPU restored and read back equal: regs sregs fpu .*MSRs .*CPUID" \

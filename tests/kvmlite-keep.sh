@@ -63,25 +63,10 @@ fi
 mkdir -p "$S"
 R="-m $RAM --rand-iters 262144 --stride-reps 2"
 fail=0
-say() { echo "kvmlite-keep ($FS): $*"; }
-bad() {
-	echo "kvmlite-keep ($FS): FAIL: $*" >&2
-	fail=1
-}
-
-# expect WANT_RC TEXT args...: kvm-lite's exit code and a line of its output
-expect() {
-	want=$1 text=$2
-	shift 2
-	"$K" "$@" >"$T/out" 2>&1
-	rc=$?
-	if [ "$rc" = "$want" ] && grep -qF -- "$text" "$T/out"; then
-		say "ok: rc $rc: $(grep -F -- "$text" "$T/out" | head -1 | cut -c1-150)"
-	else
-		bad "kvm-lite $* -> rc $rc (want $want, and '$text'):"
-		sed 's/^/    /' "$T/out" >&2
-	fi
-}
+KL_TAG="kvmlite-keep ($FS)"
+KL_GREP=-F
+# shellcheck source=kvmlite-lib.sh
+. "$(dirname "$0")/kvmlite-lib.sh"
 
 # start NAME PAUSE args...: kvm-lite --keep DIR/NAME --snapshot S/NAME in the
 # background with --checkpoint-pause PAUSE; waits for the pause line

@@ -74,6 +74,7 @@ done
 cp "$KVMLITE" "$ROOT/bin/kvm-lite"
 cp "$(dirname "$0")/kvmlite-keep.sh" "$ROOT/keep.sh"
 cp "$(dirname "$0")/kvmlite-guest.sh" "$ROOT/guest.sh"
+cp "$(dirname "$0")/kvmlite-lib.sh" "$ROOT/kvmlite-lib.sh" # what both source
 # the binary's shared libraries: the loader at its own path, the rest in
 # /lib/kvm-lite (LD_LIBRARY_PATH; the build tree's rpath may be under /tmp,
 # which the guest mounts over)
