@@ -530,10 +530,15 @@ static void case_switch(void)
 		fstall.armed = true;
 		db = open_kept(dir);
 		/* until the flusher holds the switched-out half, then 200 more
-		 * writes into the new one */
+		 * writes into the new one. Once a switch is in the kept state,
+		 * no write until the flusher has the old half in its hook:
+		 * writes that fill the new half before then (a flusher thread
+		 * slow to run, on a loaded machine) wait for a flush that the
+		 * hook stalls for ever, and the case hangs. */
 		while (after < 200) {
 			struct ack a;
 			uint64_t r = kv_rand(&rng);
+			bool switched = !after && (mt_state(dir, NULL) & 2);
 
 			a.key = r % NKEYS;
 			a.tag = (char)('a' + (r >> 20) % 26);
@@ -543,6 +548,8 @@ static void case_switch(void)
 			if (write(pfd[1], &a, sizeof(a)) != (ssize_t)sizeof(a))
 				_exit(1);
 			pthread_mutex_lock(&fstall.mu);
+			while (switched && !fstall.reached)
+				pthread_cond_wait(&fstall.cv, &fstall.mu);
 			after += fstall.reached;
 			pthread_mutex_unlock(&fstall.mu);
 		}
