@@ -58,7 +58,7 @@ static struct kv_db *open_img2(const char *dir, const char *image, bool big)
 	o.quiet = true;
 	o.log_hook = stall_hook;
 	o.cache_image = image;
-	return cass_open_opts(&o, "");
+	return cass_open_opts(&o);
 }
 
 static struct kv_db *open_img(const char *dir, const char *image)

@@ -65,7 +65,8 @@ ROOT=$WORK/root
 rm -rf "$ROOT"
 mkdir -p "$ROOT"/{bin,mod,proc,sys,dev,tmp,lib64}
 cp "$BUSYBOX" "$ROOT/bin/busybox"
-for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm/kvm-amd; do
+for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm arch/x86/kvm/kvm-amd \
+	arch/x86/kvm/kvm-intel; do
 	if [ -f "$MODS/$m.ko" ]; then
 		cp "$MODS/$m.ko" "$ROOT/mod/"
 	elif [ -f "$MODS/$m.ko.xz" ]; then
@@ -79,7 +80,7 @@ cp "$KVMLITE" "$ROOT/bin/kvm-lite"
 cp "$(dirname "$0")/kvmlite-keep.sh" "$ROOT/keep.sh"
 cp "$(dirname "$0")/kvmlite-guest.sh" "$ROOT/guest.sh"
 cp "$(dirname "$0")/kvmlite-lazy.sh" "$ROOT/lazy.sh"
-cp "$(dirname "$0")/kvmlite-lib.sh" "$ROOT/kvmlite-lib.sh" # guest.sh and lazy.sh source it
+cp "$(dirname "$0")/kvmlite-lib.sh" "$ROOT/kvmlite-lib.sh" # guest.sh, keep.sh and lazy.sh source it
 # util-linux setpriv for lazy.sh's eager fallback (busybox's has no
 # --bounding-set); not on /bin, where busybox installs its own
 SETPRIV=$(command -v setpriv || true)
@@ -106,9 +107,16 @@ cat >"$ROOT/init" <<'EOF'
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 export LD_LIBRARY_PATH=/lib/kvm-lite
-for m in irqbypass ccp kvm kvm-amd; do insmod /mod/$m.ko || echo "KVMLITE-INSMOD-FAILED $m"; done
+for m in irqbypass ccp kvm; do insmod /mod/$m.ko || echo "KVMLITE-INSMOD-FAILED $m"; done
+# kvm_intel first (one vendor module at a time), to show why it is not
+# tested: qemu's TCG does not emulate VMX
+intel=$(insmod /mod/kvm-intel.ko 2>&1 && echo loaded && rmmod kvm_intel)
+insmod /mod/kvm-amd.ko || echo "KVMLITE-INSMOD-FAILED kvm-amd"
 echo $(cat /hugepages) > /proc/sys/vm/nr_hugepages
 echo "KVMLITE-GUEST $(uname -r) $(grep -c processor /proc/cpuinfo) cpus, hugetlb pool $(cat /proc/sys/vm/nr_hugepages)"
+echo "KVMLITE-CPU flags of the TCG guest's CPU: $(sed -n '/^flags/{p;q}' /proc/cpuinfo | tr ' ' '\n' |
+	grep -x -E 'svm|npt|vmx|xsave|avx|avx2' | tr '\n' ' ')"
+echo "KVMLITE-KVM-INTEL insmod kvm-intel: $intel; $(dmesg | grep -i -E 'kvm.*(intel|vmx|hardware support)' | tail -1)"
 run() { # name args...
 	n=$1; shift
 	echo "KVMLITE-RUN $n: kvm-lite $*"
