@@ -457,6 +457,11 @@ struct kv_opts {
 	 * hand, before it writes the table, with no lock held */
 	void (*flush_hook)(void *arg);
 	void *flush_hook_arg;
+	/* tests only: called by the image's watcher thread when the lazy load
+	 * has ended well, before the cache leaves its loading state, with no
+	 * lock held (tests/cass_image.c holds the store in that state) */
+	void (*image_hook)(void *arg);
+	void *image_hook_arg;
 };
 
 /* What an open with keep found (kv_db_keep_info) */

@@ -204,6 +204,8 @@ static void *watch(void *arg)
 		go_cold(db, why);
 		return NULL;
 	}
+	if (db->o.image_hook)
+		db->o.image_hook(db->o.image_hook_arg);
 	kv_rc_loaded(&db->cache);
 	pthread_mutex_lock(&db->bg_mu);
 	db->keep.image_load_ms = (double)(kv_now_ns() - db->img_t0) / 1e6;
