@@ -380,15 +380,38 @@ void hpr__lazy_protect(struct hpr__lazy *L)
 void hpr__lazy_unregister(struct hpr__lazy *L)
 {
 	struct uffdio_range rg = { .start = (uintptr_t)L->r->base, .len = L->r->size };
+	int rc;
 
 	if (L->uffd < 0 || L->unregistered)
 		return;
-	/* wakes every thread still blocked on the region: it faults again,
+	/* Wakes every thread still blocked on the region: it faults again,
 	 * now without userfaultfd. The descriptor stays open until the load
 	 * is freed: an hpr_fault_in caller may still answer or wake on it
 	 * (the kernel refuses, harmlessly), and a closed number could be
 	 * another file's by then (TSan saw the close race such a wake). */
-	hpr__lazy_ioctl(L, UFFDIO_UNREGISTER, &rg);
+	rc = hpr__lazy_ioctl(L, UFFDIO_UNREGISTER, &rg);
+	if (rc)
+		hpr__log(HPR_LOG_ERROR,
+			 "hpr_load (lazy) of region '%s': UFFDIO_UNREGISTER failed: %s; threads "
+			 "touching pages it had not loaded wait until the region is destroyed",
+			 L->r->name, strerror(-rc));
+	/*
+	 * ...but UFFDIO_UNREGISTER's own wake is not enough. It wakes the
+	 * waiters queued when it runs (fs/userfaultfd.c: wake_userfault, then
+	 * userfaultfd_clear_vma), and a fault taken under the per-VMA lock
+	 * rather than the mmap lock (newer kernels, 6.18 here) that has seen the VMA
+	 * registered but is not queued yet -- preempted, or asleep on the
+	 * hugetlb fault mutex, which every process's hugetlb faults share --
+	 * queues itself after that wake: the unregister waits for it only
+	 * when it write-locks the VMA, after the wake. Nobody reads the
+	 * userfaultfd any more, so that thread slept until hpr_destroy closed
+	 * it (test_lazyload lazy_hugetlb: a toucher stuck 300 s on a loaded
+	 * machine). Every fault that saw the range registered is queued by
+	 * the time UFFDIO_UNREGISTER returns, so one more wake over the whole
+	 * range reaches it; it is refused by no kernel (a wake needs no
+	 * registration) and costs nothing when nobody waits.
+	 */
+	hpr__lazy_ioctl(L, UFFDIO_WAKE, &rg);
 	L->unregistered = true;
 }
 

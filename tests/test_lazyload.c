@@ -16,11 +16,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -649,6 +652,85 @@ START_TEST(fork_during_load_shared)
 }
 END_TEST
 
+/* ---- the end of the load wakes a fault queued after its unregister ----
+ * UFFDIO_UNREGISTER wakes the faults queued when it runs; a fault taken
+ * under the per-VMA lock that has seen the range registered can queue
+ * itself just after that wake (test_lazyload lazy_hugetlb hung so, once,
+ * on a loaded machine). The hook below makes that state for sure, with
+ * no timing: when hpr-uffd ends the load, a thread touches hole page
+ * LATE_PAGE and, once its fault is queued (the userfaultfd polls
+ * readable: nobody reads it any more), that page's registration is
+ * dropped by mapping it again, which wakes nobody -- as the kernel's
+ * unregister had already passed its wake -- and then the real
+ * UFFDIO_UNREGISTER runs. The toucher must still get its zeros. */
+#define LATE_PAGE 1 /* a hole nobody else touches */
+static struct hpr_os_ops late_ops;
+static hpr_region *late_r;
+static pthread_t late_th;
+static _Atomic int late_state; /* 0 not yet; 1 set up; -1 could not */
+
+static void *late_touch(void *arg)
+{
+	(void)arg;
+	return (void *)(uintptr_t)(page_bad(hpr_base(late_r), LATE_PAGE) == (size_t)-1);
+}
+
+static int late_ioctl(int fd, unsigned long req, void *arg)
+{
+	int zero = 0;
+
+	if (req == UFFDIO_UNREGISTER && atomic_compare_exchange_strong(&late_state, &zero, -1)) {
+		char *pg = (char *)hpr_base(late_r) + LATE_PAGE * PS;
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+		if (!pthread_create(&late_th, NULL, late_touch, NULL)) {
+			atomic_store(&late_state, -2); /* started, not queued */
+			if (poll(&pf, 1, 10000) == 1 &&
+			    mmap(pg, PS, PROT_READ | PROT_WRITE,
+				 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+				 0) == pg)
+				atomic_store(&late_state, 1);
+		}
+	}
+	return hpr__os_real.ioctl(fd, req, arg);
+}
+
+START_TEST(late_fault_at_end)
+{
+	int fd = saved(), rc, st;
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
+	struct timespec ts;
+	void *ok = NULL;
+
+	late_r = r;
+	late_ops = hpr__os_real;
+	late_ops.ioctl = late_ioctl;
+	hpr__os_set(&late_ops);
+	lazy_ok(r, fd);
+	rc = hpr_load_wait(r);
+	hpr__os_set(NULL);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
+	st = atomic_load(&late_state);
+	ck_assert_msg(st != 0 && st != -1, "the hook did not start the late toucher (%d)", st);
+	if (st == 1) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 20;
+		rc = pthread_timedjoin_np(late_th, &ok, &ts);
+		ck_assert_msg(rc == 0,
+			      "a fault queued after UFFDIO_UNREGISTER's wake was never woken "
+			      "(page %d, 20 s)",
+			      LATE_PAGE);
+		ck_assert_msg(ok, "page %d is not zeros", LATE_PAGE);
+	} else {
+		/* its fault never queued (the page is not registered?): the
+		 * state this test makes was not reached; no verdict */
+		ck_assert_int_eq(pthread_join(late_th, &ok), 0);
+	}
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	close(fd);
+}
+END_TEST
+
 /* ---- no userfaultfd: the eager load, and the stats say why ---- */
 static int no_uffd(bool user_only)
 {
@@ -729,6 +811,7 @@ static Suite *suite(void)
 	tcase_add_test(life, fork_during_load_shared);
 	tcase_add_test(life, fallback_no_uffd);
 	tcase_add_test(life, refusals);
+	tcase_add_test(life, late_fault_at_end);
 	/* the only case that changes the system: the pool, under the lock */
 	tcase_add_unchecked_fixture(ht, t_system_lock_begin, t_system_lock_end);
 	tcase_add_test(ht, lazy_hugetlb);
