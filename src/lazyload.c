@@ -340,6 +340,29 @@ int hpr__lazy_load(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t d
 
 /* ---- the rest of the library asks ---- */
 
+/*
+ * hpr_fault_in during a lazy load loads the saved pages of its range in the
+ * caller. Once the load has failed -- whether or not hpr-uffd has ended it
+ * yet, and even if the range's pages were mapped before the failure -- it
+ * returns the load's own error (the errno and cause hpr_load_wait will
+ * return), until hpr_load_wait has emptied the region. It used to answer
+ * -EBUSY ("being loaded lazily") once hpr-uffd had ended the failed load,
+ * and the load's error only when it asked before that: which one a caller
+ * saw depended on thread timing (cass_image's damaged case, 2 in 17).
+ */
+static int failed(struct hpr__lazy *L, int err)
+{
+	char m[HPR__ERR_MSG];
+
+	pthread_mutex_lock(&L->mu);
+	snprintf(m, sizeof(m), "%s", L->msg);
+	pthread_mutex_unlock(&L->mu);
+	return hpr__fail(err,
+			 "hpr_fault_in: the lazy load of region '%s' failed: %s; hpr_load_wait() "
+			 "returns this error and empties the region",
+			 L->r->name, m[0] ? m : strerror(-err));
+}
+
 int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last)
 {
 	struct hpr__lazy *L = atomic_load_explicit(&r->lazy, memory_order_acquire);
@@ -347,15 +370,17 @@ int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last)
 
 	if (!L)
 		return 0;
+	rc = atomic_load(&L->err);
+	if (rc) /* failed: ended or not yet */
+		return atomic_load(&L->undone) ? 0 : failed(L, rc);
 	if (atomic_load(&L->ended))
-		return L->result && !atomic_load(&L->undone) ? hpr__lazy_busy(r, "hpr_fault_in") :
-							       0;
+		return 0;
 	for (size_t i = first; i < last; i++) {
 		if (!hpr__lazy_is_data(L, i) || hpr__page_state(r, i) == HPR_PS_PRESENT)
 			continue;
 		rc = hpr__lazy_load_one(L, i, true);
-		if (rc)
-			return lazy_err(L, rc);
+		if (rc) /* the load's first error, as hpr_load_wait will say */
+			return failed(L, atomic_load(&L->err) ? atomic_load(&L->err) : rc);
 	}
 	return 0;
 }

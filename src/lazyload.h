@@ -12,6 +12,7 @@
 #include "snapshot.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 struct lazy_buf {
 	struct lazy_buf *next;
@@ -68,15 +69,29 @@ static inline bool hpr__lazy_running(hpr_region *r)
 	return L && (!atomic_load(&L->ended) || (L->result && !atomic_load(&L->undone)));
 }
 
-/* -EBUSY with advice while hpr__lazy_running(r) (fn names the caller). */
+/* -EBUSY with advice while hpr__lazy_running(r) (fn names the caller):
+ * the load runs, or it failed (the cause is named) and hpr_load_wait has
+ * not emptied the region yet. */
 static inline int hpr__lazy_busy(hpr_region *r, const char *fn)
 {
-	if (!r || !hpr__lazy_running(r))
+	struct hpr__lazy *L = r ? atomic_load_explicit(&r->lazy, memory_order_acquire) : NULL;
+	char m[HPR__ERR_MSG];
+
+	if (!L || (atomic_load(&L->ended) && (!L->result || atomic_load(&L->undone))))
 		return 0;
-	return hpr__fail(-EBUSY,
-			 "%s: region '%s' is being loaded lazily (hpr_load with HPR_SNAP_LAZY): "
-			 "hpr_load_wait() first",
-			 fn, r->name);
+	if (!atomic_load(&L->err))
+		return hpr__fail(-EBUSY,
+				 "%s: region '%s' is being loaded lazily (hpr_load with "
+				 "HPR_SNAP_LAZY): hpr_load_wait() first",
+				 fn, r->name);
+	pthread_mutex_lock(&L->mu);
+	snprintf(m, sizeof(m), "%s", L->msg);
+	pthread_mutex_unlock(&L->mu);
+	return hpr__fail(
+		-EBUSY,
+		"%s: the lazy load of region '%s' failed (%s): hpr_load_wait() first, which "
+		"returns that error and empties the region",
+		fn, r->name, m[0] ? m : "no detail");
 }
 
 /* ioctl on the load's userfaultfd: 0 or -errno */

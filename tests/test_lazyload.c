@@ -114,6 +114,7 @@ static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static bool gate_shut;
 static pthread_t gate_owner;
 static size_t gate_end;
+static unsigned gate_held; /* reads waiting at the gate now */
 #define GATE_PAGE 7
 
 static ssize_t slow_pread_full(int fd, void *buf, size_t len, off_t off)
@@ -123,8 +124,12 @@ static ssize_t slow_pread_full(int fd, void *buf, size_t len, off_t off)
 	if (len >= PS && off >= file_page(GATE_PAGE)) {
 		pthread_mutex_lock(&gate_mu);
 		while (gate_shut && off < file_page(gate_end) &&
-		       !pthread_equal(pthread_self(), gate_owner))
+		       !pthread_equal(pthread_self(), gate_owner)) {
+			gate_held++;
+			pthread_cond_broadcast(&gate_cv); /* gate_wait_held */
 			pthread_cond_wait(&gate_cv, &gate_mu);
+			gate_held--;
+		}
 		pthread_mutex_unlock(&gate_mu);
 	}
 	return hpr__os_real.pread_full(fd, buf, len, off);
@@ -136,6 +141,20 @@ static void gate_close(size_t end)
 	gate_shut = true;
 	gate_end = end;
 	gate_owner = pthread_self();
+	pthread_mutex_unlock(&gate_mu);
+}
+
+/* until a read (a fill worker's) waits at the gate: the fill cannot end */
+static void gate_wait_held(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_held && pthread_cond_timedwait(&gate_cv, &gate_mu, &ts) == 0)
+		;
+	ck_assert_msg(gate_held, "no read reached the gate in 30 s");
 	pthread_mutex_unlock(&gate_mu);
 }
 
@@ -652,6 +671,72 @@ START_TEST(fork_during_load_shared)
 }
 END_TEST
 
+/* ---- hpr_fault_in after the load failed, before hpr_load_wait: the
+ * load's own error, whether hpr-uffd has ended the load yet or not, and
+ * for pages mapped before the failure too; the -EBUSY calls name it ---- */
+static void fault_in_gives_load_error(hpr_region *r, const char *when)
+{
+	int rc;
+
+	for (size_t p = 0; p < 2; p++) { /* 0: saved (mapped before, or the bad one); 1: a hole */
+		rc = hpr_fault_in(r, p * PS, PS);
+		ck_assert_msg(rc == -EBADMSG && strstr(hpr_strerror(rc), "checksum"),
+			      "%s: hpr_fault_in of page %zu gave %d (%s), want -EBADMSG, checksum",
+			      when, p, rc, hpr_strerror(rc));
+	}
+	rc = hpr_prefault_start(r, 0, PS);
+	ck_assert_msg(rc == -EBUSY && strstr(hpr_strerror(rc), "checksum"),
+		      "%s: hpr_prefault_start gave %d (%s)", when, rc, hpr_strerror(rc));
+}
+
+START_TEST(failed_then_fault_in)
+{
+	int fd = saved(), rc;
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
+	struct hpr__lazy *L;
+
+	/* ended: page 0, the fill's first, is bad; wait until hpr-uffd has
+	 * ended the load (unregistered, PROT_NONE) */
+	corrupt(fd, 0);
+	lazy_ok(r, fd);
+	L = atomic_load(&r->lazy);
+	for (int i = 0; i < 10000 && !atomic_load(&L->ended); i++)
+		usleep(1000);
+	ck_assert_msg(atomic_load(&L->ended), "the failed load did not end in 10 s");
+	fault_in_gives_load_error(r, "ended");
+	ck_assert_int_eq(hpr_load_wait(r), -EBADMSG);
+	ck_assert_int_eq(hpr_fault_in(r, 0, hpr_size(r)), 0); /* empty, usable */
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	close(fd);
+
+	/* not ended: the fill held at the gate before page 7 (so hpr-uffd,
+	 * which joins it, cannot end the load), page 15 bad, loaded by this
+	 * thread's hpr_fault_in (the gate lets the test's own reads pass) */
+	fd = saved();
+	corrupt(fd, 15);
+	r = mk(HPR_BACKEND_THP, NULL);
+	slow_begin(0);
+	gate_close(NPAGES);
+	lazy_ok(r, fd);
+	ck_assert_uint_eq(page_bad(hpr_base(r), 0), (size_t)-1); /* page 0 mapped */
+	/* a fill worker waits at the gate (the job, and so hpr-uffd, cannot
+	 * end before it); without this the fill, not there yet, could stop
+	 * at the error and the load end (ASan: 5 in 51) */
+	gate_wait_held();
+	rc = hpr_fault_in(r, 15 * PS, PS);
+	ck_assert_msg(rc == -EBADMSG, "fault-in of the bad page: %d (%s)", rc, hpr_strerror(rc));
+	L = atomic_load(&r->lazy);
+	ck_assert(!atomic_load(&L->ended));
+	fault_in_gives_load_error(r, "not ended");
+	gate_open();
+	ck_assert_int_eq(hpr_load_wait(r), -EBADMSG);
+	hpr__os_set(NULL);
+	ck_assert_int_eq(hpr_fault_in(r, 0, hpr_size(r)), 0);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	close(fd);
+}
+END_TEST
+
 /* ---- the end of the load wakes a fault queued after its unregister ----
  * UFFDIO_UNREGISTER wakes the faults queued when it runs; a fault taken
  * under the per-VMA lock that has seen the range registered can queue
@@ -805,6 +890,7 @@ static Suite *suite(void)
 	tcase_add_test(err, corrupt_last_thp);
 	tcase_add_test(err, corrupt_last_shmem);
 	tcase_add_test(err, truncated);
+	tcase_add_test(err, failed_then_fault_in);
 	tcase_add_test(life, cancel);
 	tcase_add_test(life, destroy_during_load);
 	tcase_add_test(life, fork_during_load);

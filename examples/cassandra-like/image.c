@@ -37,7 +37,10 @@
  *           cache's are (rowcache.c, adopt()).
  *
  * A damaged or truncated image is refused by hpr_load or at the index
- * check: the cache starts cold. A page that fails its checksum later
+ * check: the cache starts cold. The reason kept (kv_keep_info.image_why)
+ * is the load's own error, taken from hpr_load_wait (rowcache.c,
+ * load_image), also when the background fill met a bad page -- any page,
+ * on a loaded machine even the last -- before the index was checked. A page that fails its checksum later
  * fails the whole lazy load: the library makes the pages it had not
  * mapped PROT_NONE until hpr_load_wait() returns the error and empties the
  * region. The cache never touches such a page -- while the load runs, a

@@ -132,6 +132,7 @@ static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const ui
 		       uint64_t owner)
 {
 	char why[200] = "";
+	bool index_err;
 	int err;
 
 	err = kv_mem_load_lazy(&rc->mem, img->fd);
@@ -140,6 +141,7 @@ static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const ui
 		return false; /* refused before it touched the region */
 	}
 	err = kv_mem_ready(&rc->mem, 0, rc->frames_off);
+	index_err = err != 0;
 	if (err)
 		snprintf(why, sizeof(why), "its index pages: %s", hpr_strerror(err));
 	else if (!kv_kept_match(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, img->token, geo, why,
@@ -154,8 +156,19 @@ static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const ui
 		     !(rc->q = calloc(rc->nframes, sizeof(*rc->q)))))
 		err = -ENOMEM;
 	if (err) {
+		int lerr;
+
 		kv_mem_load_cancel(&rc->mem);
-		kv_mem_load_wait(&rc->mem); /* the region is empty again */
+		lerr = kv_mem_load_wait(&rc->mem); /* the region is empty again */
+		/* The index could not be mapped because the load had failed (the
+		 * fill met a bad page first, on a loaded machine even the last
+		 * one): the load's own error says why, whatever hpr_fault_in
+		 * answered -- hpregion before the lazyfix branch said -EBUSY,
+		 * "being loaded lazily: hpr_load_wait() first", once its thread
+		 * had ended the failed load (cass_image damaged, 2 in 17).
+		 * -ECANCELED is our cancel: the fault-in's own error stands. */
+		if (index_err && lerr && lerr != -ECANCELED)
+			snprintf(why, sizeof(why), "its index pages: %s", kv_errmsg(lerr));
 		snprintf(img->why, sizeof(img->why), "the image is not usable: %s",
 			 why[0] ? why : strerror(-err));
 		return false;

@@ -431,6 +431,12 @@ HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
  * While a lazy load runs, hpr_save, hpr_load, hpr_release_lazy,
  * hpr_reclaim, hpr_collapse and hpr_prefault_start are -EBUSY;
  * hpr_fault_in loads the saved pages of its range itself, at once.
+ * Once the load has failed, and until hpr_load_wait() empties the region,
+ * hpr_fault_in returns the load's own error (the errno hpr_load_wait will
+ * return, e.g. -EBADMSG for a bad checksum; hpr_strerror names the cause)
+ * whatever its range holds and however far the library's threads have
+ * got in ending the load; the calls above stay -EBUSY, their detail
+ * naming the failure.
  */
 /* Wait for the lazy load to end: 0, its first error (-EBADMSG, -EIO,
  * -ENOMEM...) or -ECANCELED (hpr_load_cancel, or the parent's load in a
