@@ -130,41 +130,21 @@ static void case_full(void)
 	cass_rm_dir(dir);
 }
 
+static void put_a(struct kv_db *db)
+{
+	kv_put(db, KEY, cass_val('A', 100), 100, NULL);
+}
+
 static void case_kill(void)
 {
-	char dir[64], seen = '!';
+	char dir[64], seen;
 	struct kv_db *db;
-	int pfd[2], st;
-	pid_t pid;
+	bool killed;
 
 	cass_data_dir(dir, sizeof(dir), "64m");
-	if (pipe(pfd)) {
-		perror("pipe");
-		exit(1);
-	}
-	pid = fork();
-	if (pid == 0) {
-		struct cass_put p;
-		char t;
-
-		close(pfd[0]);
-		db = cass_open(dir);
-		kv_put(db, KEY, cass_val('A', 100), 100, NULL);
-		stall_arm();
-		cass_put_start(&p, db, KEY, 'B', 100);
-		t = stall_wait() ? cass_watch(db, KEY, 'A', 200) : '!';
-		if (write(pfd[1], &t, 1) != 1)
-			_exit(1);
-		pause(); /* killed here, B never durable */
-		_exit(0);
-	}
-	close(pfd[1]);
-	if (read(pfd[0], &seen, 1) != 1)
-		seen = '!';
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	close(pfd[0]);
-	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "kill: the child died of kill -9");
+	/* killed with B's put stalled, never durable */
+	seen = cass_kill_stalled(dir, cass_open, put_a, KEY, 'A', 'B', 200, &killed);
+	CHECK(killed, "kill: the child died of kill -9");
 	CHECK(seen == 'A', "kill: in the window before the kill a read returned A (got %c)", seen);
 	db = cass_open(dir);
 	{

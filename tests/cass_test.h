@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int cass_fails;
@@ -128,27 +130,42 @@ static inline void cass_rm_dir(const char *dir)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
-static inline struct kv_db *cass_open(const char *dir)
+/* the tests' options: plain base-page memory, small sizes, the syncer's
+ * stall hook; a test changes what it needs before cass_open_opts */
+static inline void cass_opts(struct kv_opts *o, const char *dir)
 {
-	struct kv_opts o = { 0 };
-	struct kv_db *db;
-	int rc;
+	memset(o, 0, sizeof(*o));
+	o->data_dir = dir;
+	o->cache_backing = KV_MEM_BASE;
+	o->memtable_backing = KV_MEM_BASE;
+	o->cache_bytes = 8 << 20;
+	o->memtable_bytes = 2 << 20;
+	o->row_hint = 512;
+	o->allow_disk = true;
+	o->quiet = true;
+	o->log_hook = stall_hook;
+}
 
-	o.data_dir = dir;
-	o.cache_backing = KV_MEM_BASE;
-	o.memtable_backing = KV_MEM_BASE;
-	o.cache_bytes = 8 << 20;
-	o.memtable_bytes = 2 << 20;
-	o.row_hint = 512;
-	o.allow_disk = true;
-	o.quiet = true;
-	o.log_hook = stall_hook;
-	rc = kv_open(&o, &db);
+/* kv_open, or FAIL and exit 1 */
+static inline struct kv_db *cass_open_opts(const struct kv_opts *o)
+{
+	struct kv_db *db;
+	int rc = kv_open(o, &db);
+
 	if (rc) {
-		printf("FAIL: kv_open %s: %s\n", dir, kv_errmsg(rc));
+		printf("FAIL: kv_open%s %s: %s\n", o->keep ? " (keep)" : "", o->data_dir,
+		       kv_errmsg(rc));
 		exit(1);
 	}
 	return db;
+}
+
+static inline struct kv_db *cass_open(const char *dir)
+{
+	struct kv_opts o;
+
+	cass_opts(&o, dir);
+	return cass_open_opts(&o);
 }
 
 /* a value of len bytes, every byte `tag` */
@@ -231,6 +248,63 @@ static inline char cass_watch(struct kv_db *db, uint64_t key, char want, int ms)
 		usleep(1000);
 	} while (kv_now_ns() < end);
 	return want;
+}
+
+/* ---- a store killed with -9 while a put waits in the stalled syncer ---- */
+
+/* kill -9 pid and reap it: whether it died of that */
+static inline bool cass_kill(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+}
+
+/*
+ * A child opens dir with open_fn and runs setup (after which key holds a
+ * value of tag want), then puts 100 bytes of tag to key and is killed
+ * with -9 while that put's batch is stalled in the syncer: its record is
+ * never durable. Returns what a reader of key saw in the child during ms
+ * milliseconds of that window ('!': the syncer never stalled); *killed:
+ * the child died of the kill.
+ */
+static inline char cass_kill_stalled(const char *dir, struct kv_db *(*open_fn)(const char *),
+				     void (*setup)(struct kv_db *), uint64_t key, char want,
+				     char tag, int ms, bool *killed)
+{
+	char seen = '!';
+	int pfd[2];
+	pid_t pid;
+
+	if (pipe(pfd)) {
+		perror("pipe");
+		exit(1);
+	}
+	pid = fork();
+	if (pid == 0) {
+		struct kv_db *db;
+		struct cass_put p;
+		char t;
+
+		close(pfd[0]);
+		db = open_fn(dir);
+		setup(db);
+		stall_arm();
+		cass_put_start(&p, db, key, tag, 100);
+		t = stall_wait() ? cass_watch(db, key, want, ms) : '!';
+		if (write(pfd[1], &t, 1) != 1)
+			_exit(1);
+		pause(); /* killed here */
+		_exit(0);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &seen, 1) != 1)
+		seen = '!';
+	*killed = cass_kill(pid);
+	close(pfd[0]);
+	return seen;
 }
 
 #endif /* CASS_TEST_H */

@@ -209,6 +209,9 @@ for a in "--threads -1" "--threads 100000" "--records 0" "--repeat x" "--seconds
 	[ $rc = 2 ] && grep -q "^cassandra-like: $a: want" <<<"$out" && ok "$a: $out" ||
 		bad "$a: rc $rc: $out"
 done
+out=$("$BIN" --data "$T/m1" --readallfields=maybe 2>&1) && rc=0 || rc=$?
+[ $rc = 2 ] && grep -q "^cassandra-like: --readallfields=maybe: want" <<<"$out" &&
+	ok "--readallfields=maybe: $out" || bad "--readallfields=maybe: rc $rc: $out"
 out=$("$BIN" --data "$T/m1" --dist bogus 2>&1) && rc=0 || rc=$?
 [ $rc = 2 ] && grep -q "^cassandra-like: --dist bogus: want zipfian" <<<"$out" &&
 	ok "--dist bogus: $out" || bad "--dist bogus: rc $rc: $out"
@@ -290,11 +293,12 @@ hc=$(awk '$1 == "cold" && $2 == "1" {print int($4)}' "$T/restart.log")
 # ---- 6. YCSB's measurement (#22 items 2, 3) ----
 # Counts and relations only, with wide margins: no assertion on how fast
 # this machine is.
-# YCSB's row: 10 fields x 100 B, updates of one field (tests/cass_fields.c
-# checks that the other nine stay as they were)
-grep -q '"fields":10,"fieldlen":100,"writeallfields":false' "$T/verify.json" &&
-	ok "rows of 10 x 100 B, one-field updates (YCSB's defaults)" ||
-	bad "row format: $(grep -o '"fields":[^,]*,"fieldlen":[^,]*,"writeallfields":[^,]*' "$T/verify.json")"
+# YCSB's row: 10 fields x 100 B, updates of one field, reads of all
+# (tests/cass_fields.c checks that the other nine stay as they were,
+# tests/cass_readfields.c what --readallfields=false reads)
+grep -q '"fields":10,"fieldlen":100,"writeallfields":false,"readallfields":true' "$T/verify.json" &&
+	ok "rows of 10 x 100 B, one-field updates, reads of every field (YCSB's defaults)" ||
+	bad "row format: $(grep -o '"fields":[^,]*,"fieldlen":[^,]*,"writeallfields":[^,]*,"readallfields":[^,]*' "$T/verify.json")"
 # a run of workload W's JSON object, up to its update histogram
 # (|| true: a missing field is an empty string for the check to report,
 # not the end of the script under set -e)

@@ -23,6 +23,10 @@
 #    without the XSAVE/XCRs capabilities (said, and the guest's AVX check
 #    fails instead of a crash), and KVM_GET_VCPU_MMAP_SIZE answering 0
 #    (kl_vm_create returns an error, never 0 with the VM destroyed).
+# The AVX state is checked where the vCPU runs AVX; where it does not
+# (qemu 7.2's TCG raises #UD for AVX in a nested guest), the run passes and
+# a NOTRUN: avx line says so, loudly, with the guest's reason
+# (--test-no-avx: a guest that acts as if its CPUID had no AVX says so).
 #
 #   tests/kvmlite-guest.sh KVM_LITE [SHIM]
 # Exit 77 when kvm-lite --probe finds no usable /dev/kvm. POSIX sh: the
@@ -41,24 +45,9 @@ T=$(mktemp -d /tmp/kvmlite-guest.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 R="-m 64M --rand-iters 65536 --stride-reps 1"
 fail=0
-bad() {
-	echo "kvmlite-guest: FAIL: $*" >&2
-	fail=1
-}
-
-# expect WANT_RC TEXT args...: exit code and a line of the output
-expect() {
-	want=$1 text=$2
-	shift 2
-	"$K" "$@" >"$T/out" 2>&1
-	rc=$?
-	if [ "$rc" = "$want" ] && grep -q -- "$text" "$T/out"; then
-		echo "kvmlite-guest: ok: rc $rc: $(grep -- "$text" "$T/out" | head -1 | cut -c1-160)"
-	else
-		bad "kvm-lite $* -> rc $rc (want $want, and '$text'):"
-		sed 's/^/    /' "$T/out" >&2
-	fi
-}
+KL_TAG=kvmlite-guest
+# shellcheck source=kvmlite-lib.sh
+. "$(dirname "$0")/kvmlite-lib.sh"
 
 # -- item 7: the whole vCPU through a snapshot ------------------------------
 expect 0 "vCPU restored and read back equal: regs sregs fpu .*MSRs .*CPUID" \
@@ -67,6 +56,17 @@ grep -q "guest after the restore: .* equal to before the checkpoint" "$T/out" ||
 	bad "the guest did not find its vCPU state equal after the restore"
 grep -q "identical to before the snapshot" "$T/out" ||
 	bad "the guest's checksum after the restore differs"
+# the AVX state (XCR0, the upper YMM halves, through XSAVE/XCRs) is checked
+# where the vCPU runs AVX; where not, it is not a failure, but said loudly
+if grep -q "guest after the restore: .* and XCR0 and ymm0-15 equal" "$T/out"; then
+	AVX=1
+	echo "kvmlite-guest: ok: the AVX state (XCR0, ymm0-15 upper halves) covered"
+else
+	AVX=0
+	why=$(sed -n 's/.*not covered by the guest.s checks: //p' "$T/out")
+	echo "kvmlite-guest: ******** NOTRUN: avx: the AVX state (XCR0, ymm0-15 upper" \
+		"halves) was NOT covered: ${why:-the guest did not say why} ********" >&2
+fi
 expect 0 "guest after the restore: .* equal to before the checkpoint" \
 	$R -b shmem -g 4k --fpr --snapshot "$T/s"
 # what format 2 restored: the guest must notice (which classes depends on
@@ -77,6 +77,13 @@ expect 1 "after the restore the guest found changed: STAR LSTAR CSTAR SFMASK KER
 grep -q "found changed:.* DR0-DR3 DR7 .*CPUID" "$T/out" ||
 	bad "a restore without the debug registers and CPUID went unnoticed"
 grep -q "^vCPU restored" "$T/out" && bad "--test-restore-v2 read the state back as if complete"
+
+# a guest that finds no AVX in CPUID (--test-no-avx: it acts so): it says
+# its AVX state went unchecked, and why, and the run passes
+expect 0 "AVX state .* was not covered by the guest's checks: its CPUID offers no AVX" \
+	$R -b thp --snapshot "$T/s" --test-no-avx
+grep -q "guest after the restore: .* no AVX checks" "$T/out" ||
+	bad "--test-no-avx: the guest still claimed AVX checks"
 
 # -- item 8: a hostile guest -----------------------------------------------
 expect 0 "8 guest requests refused, 8 seen refused by the guest" $R -b thp --test-hostile
@@ -152,10 +159,14 @@ if [ -n "$SHIM" ]; then
 		sed 's/^/    /' "$T/out" >&2
 	fi
 	# no XSAVE: the fpu's XMM come back, the upper YMM halves cannot
-	KVMLITE_SHIM_NO_CAP=XSAVE expect 1 "lacks the capability for the vCPU's xsave: not saved" \
-		$R -b thp --snapshot "$T/s"
-	grep -q "guest found changed:.* YMM" "$T/out" ||
-		bad "without XSAVE the guest did not see its YMM registers lost"
+	if [ $AVX = 1 ]; then
+		KVMLITE_SHIM_NO_CAP=XSAVE expect 1 \
+			"lacks the capability for the vCPU's xsave: not saved" $R -b thp --snapshot "$T/s"
+		grep -q "guest found changed:.* YMM" "$T/out" ||
+			bad "without XSAVE the guest did not see its YMM registers lost"
+	else
+		echo "kvmlite-guest: NOTRUN: avx: no YMM state here to lose without XSAVE" >&2
+	fi
 	KVMLITE_SHIM_MMAP_SIZE=0 expect 1 "creating the VM: Protocol error" -m 16M
 	unset LD_PRELOAD
 fi

@@ -63,25 +63,10 @@ fi
 mkdir -p "$S"
 R="-m $RAM --rand-iters 262144 --stride-reps 2"
 fail=0
-say() { echo "kvmlite-keep ($FS): $*"; }
-bad() {
-	echo "kvmlite-keep ($FS): FAIL: $*" >&2
-	fail=1
-}
-
-# expect WANT_RC TEXT args...: kvm-lite's exit code and a line of its output
-expect() {
-	want=$1 text=$2
-	shift 2
-	"$K" "$@" >"$T/out" 2>&1
-	rc=$?
-	if [ "$rc" = "$want" ] && grep -qF -- "$text" "$T/out"; then
-		say "ok: rc $rc: $(grep -F -- "$text" "$T/out" | head -1 | cut -c1-150)"
-	else
-		bad "kvm-lite $* -> rc $rc (want $want, and '$text'):"
-		sed 's/^/    /' "$T/out" >&2
-	fi
-}
+KL_TAG="kvmlite-keep ($FS)"
+KL_GREP=-F
+# shellcheck source=kvmlite-lib.sh
+. "$(dirname "$0")/kvmlite-lib.sh"
 
 # start NAME PAUSE args...: kvm-lite --keep DIR/NAME --snapshot S/NAME in the
 # background with --checkpoint-pause PAUSE; waits for the pause line
@@ -156,7 +141,11 @@ mem_line() { # the meminfo line kvm-lite prints for a resume of this FS
 		grep -o 'pages free [-+][0-9]*' "$1" | awk '{print $3}'
 	fi
 }
-if start k 600 $R -g 2m; then
+# cycle: boot to checkpoint 1, kill -9 there, resume on the kept RAM, and
+# check it; 1 if a check failed (said), else 0 with d = how much meminfo's
+# whole-system counter moved on the re-attach
+cycle() {
+	start k 600 $R -g 2m || return 1
 	sum=$(sed -n 's/^checkpoint 1: .*guest RAM checksum \(0x[0-9a-f]*\).*/\1/p' "$T/k.out")
 	blocks=$(stat -c %b "$DIR/k")
 	# the stopped VMM still holds its RAM: a second one is refused
@@ -167,6 +156,7 @@ if start k 600 $R -g 2m; then
 	"$K" $R -g 2m --keep "$DIR/k" --snapshot "$S/k" >"$T/r.out" 2>&1
 	rc=$?
 	sed 's/^/    /' "$T/r.out" | grep -E "re-attach|kept RAM"
+	f0=$fail
 	[ $rc = 0 ] || { bad "resume -> rc $rc"; sed 's/^/    /' "$T/r.out" >&2; }
 	grep -q "re-attach: guest RAM checksum $sum equals checkpoint 1's" "$T/r.out" ||
 		bad "the RAM checksum after the re-attach is not $sum"
@@ -185,22 +175,42 @@ if start k 600 $R -g 2m; then
 	grep -q "re-attach: huge-mapped $ram_mib of $ram_mib MiB" "$T/r.out" ||
 		bad "not all of the RAM is huge-mapped after the re-attach"
 	d=$(mem_line "$T/r.out")
-	if [ $FS = tmpfs ]; then
-		lim=$((ram_mib * 1024 / 2)) # kB; a copy would add ram_mib * 1024
-	else
-		lim=$((ram_mib / 4)) # 2 MiB pages; a copy would take ram_mib / 2
-	fi
 	d=${d#+}
-	if [ -z "$d" ] || [ "${d#-}" -ge "$lim" ]; then
-		bad "meminfo moved by '$d' on the re-attach (limit $lim)"
+	[ $fail = "$f0" ]
+}
+if [ $FS = tmpfs ]; then
+	lim=$((ram_mib * 1024 / 2)) # kB; a copy would add ram_mib * 1024
+else
+	lim=$((ram_mib / 4)) # 2 MiB pages; a copy would take ram_mib / 2
+fi
+# meminfo's counters are the whole system's: another process's shmem (a
+# neighbour's tmpfs huge=, its cache) moves them too, by more than the
+# limit when it allocates or frees a few hundred MiB during the re-attach
+# (seen beside other jobs on the build VM). A copy by the VMM would move
+# them every time, so the cycle runs again, up to 3 times in all, and the
+# check fails only if every re-attach moved them by more than the limit.
+try=1
+while cycle; do
+	if [ -n "$d" ] && [ "${d#-}" -lt "$lim" ]; then
+		say "meminfo moved by $d on the re-attach (limit $lim; attempt $try)"
+		break
 	fi
+	if [ $try -ge 3 ]; then
+		bad "meminfo moved by '$d' on the re-attach (limit $lim), in each of $try attempts"
+		break
+	fi
+	say "meminfo moved by '$d' on the re-attach (limit $lim): the whole system's counter, again"
+	rm -f "$DIR/k" "$S/k.vcpu"
+	try=$((try + 1))
+done
+if [ -e "$S/k.vcpu" ]; then
 	# it ran on past its checkpoint: the same command is refused now
 	expect 2 "its guest ran on past checkpoint 1 (state RUNNING" $R -g 2m --keep "$DIR/k" \
 		--snapshot "$S/k"
 	expect 2 "is for $ram_mib MiB of RAM" -m $((ram_mib * 2))M --keep "$DIR/k" \
 		--snapshot "$S/k"
-	rm -f "$DIR/k" "$S/k.vcpu"
 fi
+rm -f "$DIR/k" "$S/k.vcpu"
 
 # -- two kept RAMs stopped cleanly: their vCPU files are not interchangeable
 if start a 0 $R && wait $pid && start b 0 $R && wait $pid; then

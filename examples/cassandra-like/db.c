@@ -652,8 +652,35 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 	return 0;
 }
 
-static int get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
-	       uint64_t *seqp, bool fill)
+/* what a get copies out: the whole value (kv_get), or bytes [off, off +
+ * cap) of it (kv_get_part) */
+struct get_req {
+	bool part, fill;
+	uint32_t off, cap;
+	void *buf;
+	uint32_t len, vlen; /* out: bytes copied, the value's length */
+	uint64_t seq;
+};
+
+/* the request's bytes of val (vlen long): 0, -ENOBUFS or -ERANGE */
+static int copy_out(struct get_req *q, const void *val, uint32_t vlen)
+{
+	q->vlen = vlen;
+	if (!q->part) {
+		q->len = vlen;
+		if (vlen > q->cap)
+			return -ENOBUFS;
+		memcpy(q->buf, val, vlen);
+		return 0;
+	}
+	if (q->off > vlen)
+		return -ERANGE;
+	q->len = vlen - q->off < q->cap ? vlen - q->off : q->cap;
+	memcpy(q->buf, (const char *)val + q->off, q->len);
+	return 0;
+}
+
+static int get(struct kv_db *db, uint64_t key, struct get_req *q)
 {
 	pthread_mutex_t *s = stripe(db, key);
 	const struct kv_mt_node *n = NULL;
@@ -661,6 +688,8 @@ static int get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t
 	uint64_t seq = 0, durable;
 	uint32_t vlen = 0;
 	bool newer = false;
+	/* a part's miss fills the cache from a copy of the whole value here */
+	char small[4096], *whole = NULL;
 	int rc = -ENOENT;
 
 	atomic_fetch_add_explicit(&db->gets, 1, memory_order_relaxed);
@@ -668,10 +697,12 @@ static int get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t
 	 * never queue behind a writer of its stripe. A put invalidates the
 	 * cache before it returns, so a hit is never older than an
 	 * acknowledged write. */
-	if (kv_rc_get(&db->cache, key, buf, cap, len, &seq)) {
-		if (seqp)
-			*seqp = seq;
-		return 0;
+	if (q->part ? kv_rc_get_part(&db->cache, key, q->off, q->buf, q->cap, &q->len, &q->vlen,
+				     &q->seq) :
+		      kv_rc_get(&db->cache, key, q->buf, q->cap, &q->len, &q->seq)) {
+		if (!q->part)
+			q->vlen = q->len;
+		return q->off > q->vlen ? -ERANGE : 0;
 	}
 	pthread_mutex_lock(s);
 	/* No read sees a write before it is durable: versions newer than
@@ -704,32 +735,59 @@ static int get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t
 			rc = err;
 	}
 	if (val) {
-		*len = vlen;
-		if (vlen > cap) {
-			rc = -ENOBUFS;
-		} else {
-			memcpy(buf, val, vlen);
-			if (seqp)
-				*seqp = seq;
-			rc = 0;
+		rc = copy_out(q, val, vlen);
+		q->seq = seq;
+		if (!rc && q->part && q->fill && !newer) {
+			whole = vlen <= sizeof(small) ? small : malloc(vlen);
+			if (whole)
+				memcpy(whole, val, vlen);
 		}
 	}
 	pthread_rwlock_unlock(&db->lsm);
-	if (!rc && !newer && fill)
-		kv_rc_put(&db->cache, key, seq, buf, vlen);
+	if (!rc && !newer && q->fill && (!q->part || whole))
+		kv_rc_put(&db->cache, key, seq, q->part ? whole : q->buf, vlen);
 	pthread_mutex_unlock(s);
+	if (whole != small)
+		free(whole);
+	return rc;
+}
+
+static int get_whole(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+		     uint64_t *seqp, bool fill)
+{
+	struct get_req q = { .fill = fill, .cap = cap, .buf = buf };
+	int rc = get(db, key, &q);
+
+	if (!rc || rc == -ENOBUFS)
+		*len = q.len;
+	if (!rc && seqp)
+		*seqp = q.seq;
 	return rc;
 }
 
 int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len, uint64_t *seqp)
 {
-	return get(db, key, buf, cap, len, seqp, true);
+	return get_whole(db, key, buf, cap, len, seqp, true);
 }
 
 int kv_get_nofill(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
 		  uint64_t *seqp)
 {
-	return get(db, key, buf, cap, len, seqp, false);
+	return get_whole(db, key, buf, cap, len, seqp, false);
+}
+
+int kv_get_part(struct kv_db *db, uint64_t key, uint32_t off, void *buf, uint32_t cap,
+		uint32_t *len, uint32_t *vlen, uint64_t *seqp)
+{
+	struct get_req q = { .part = true, .fill = true, .off = off, .cap = cap, .buf = buf };
+	int rc = get(db, key, &q);
+
+	*len = rc ? 0 : q.len;
+	if (vlen)
+		*vlen = rc == -ENOENT ? 0 : q.vlen;
+	if (!rc && seqp)
+		*seqp = q.seq;
+	return rc;
 }
 
 void kv_db_keep_info(struct kv_db *db, struct kv_keep_info *ki)

@@ -358,6 +358,10 @@ void kv_rc_destroy(struct kv_rowcache *rc);
  * the cache during the call. */
 bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
 	       uint64_t *seq);
+/* The same for bytes [off, off + cap) of the row: *len copied (0 where off
+ * is past its end), *vlen the row's length; nothing else is copied. */
+bool kv_rc_get_part(struct kv_rowcache *rc, uint64_t key, uint32_t off, void *buf, uint32_t cap,
+		    uint32_t *len, uint32_t *vlen, uint64_t *seq);
 void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *val, uint32_t len);
 /* kv_rc_put and kv_rc_invalidate: the caller holds the row lock of key */
 void kv_rc_invalidate(struct kv_rowcache *rc, uint64_t key);
@@ -426,6 +430,19 @@ int kv_get(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *le
 /* kv_get that does not fill the row cache on a miss (a scan, a check) */
 int kv_get_nofill(struct kv_db *db, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
 		  uint64_t *seq);
+/*
+ * Part of key's newest value, e.g. one field of a row (YCSB's read with
+ * readallfields=false): bytes [off, off + cap) into buf, copied from the
+ * row cache, a memtable or a table without the rest of the value. 0: *len
+ * bytes copied (fewer than cap where the value ends first), *vlen (may be
+ * NULL) the whole value's length; -ENOENT; -ERANGE: off is past the
+ * value's end. The same versions as kv_get (none not yet durable). A miss
+ * fills the row cache with the whole value, as kv_get does: that copy
+ * goes through a buffer of the call's own, not through buf, so that the
+ * lsm lock is not held across a cache frame's fault-in.
+ */
+int kv_get_part(struct kv_db *db, uint64_t key, uint32_t off, void *buf, uint32_t cap,
+		uint32_t *len, uint32_t *vlen, uint64_t *seq);
 void kv_db_keep_info(struct kv_db *db, struct kv_keep_info *ki);
 void kv_db_stats(struct kv_db *db, struct kv_stats *st);
 /* coverage of the cache, memtable and table mappings (resident, huge) */

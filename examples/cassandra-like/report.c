@@ -240,19 +240,20 @@ void write_summary(FILE *f, const char *wls, size_t nwl, int rc)
 {
 	fprintf(f,
 		"{\"records\":%" PRIu64 ",\"fields\":%u,\"fieldlen\":%u,\"writeallfields\":%s,"
-		"\"threads\":%u,\"dist\":\"%s\",\"cache_mb\":%zu,\"memtable_mb\":%zu,"
-		"\"target_ops\":%.1f,\"warmup_secs\":%.3f,\"runs\":[",
+		"\"readallfields\":%s,\"threads\":%u,\"dist\":\"%s\",\"cache_mb\":%zu,"
+		"\"memtable_mb\":%zu,\"target_ops\":%.1f,\"warmup_secs\":%.3f,\"runs\":[",
 		opt.records, opt.row.fields, opt.row.fieldlen, opt.writeall ? "true" : "false",
-		opt.threads, ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb, opt.target,
-		opt.warmup);
+		opt.readall ? "true" : "false", opt.threads, ycsb_dist_name(opt.dist), opt.cache_mb,
+		opt.memtable_mb, opt.target, opt.warmup);
 	for (int i = 0; i < nresults; i++) {
 		const struct run_result *r = &results[i];
 
 		fprintf(f,
 			"%s{\"pages\":\"%s\",\"workload\":\"%c\",\"ops\":%" PRIu64
-			",\"warmup_ops\":%" PRIu64 ",\"secs\":%.6f,\"ops_per_sec\":%.1f,\"read\":",
+			",\"warmup_ops\":%" PRIu64 ",\"secs\":%.6f,\"ops_per_sec\":%.1f,"
+			"\"read_bytes\":%" PRIu64 ",\"read_fields\":%" PRIu64 ",\"read\":",
 			i ? "," : "", r->variant, r->workload == 'L' ? 'L' : r->workload - 32,
-			r->ops, r->warm_ops, r->secs, r->ops_s);
+			r->ops, r->warm_ops, r->secs, r->ops_s, r->read_bytes, r->read_fields);
 		json_hist(f, &r->h[OP_READ]);
 		fprintf(f, ",\"update\":");
 		json_hist(f, &r->h[OP_UPDATE]);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The YCSB driver's rows (row.h): their layout, their check, and the
- * one-field update as a read-modify-write of the row under a key lock.
+ * The YCSB driver's rows (row.h): their layout, their check, the read of
+ * every field or of one, and the one-field update as a read-modify-write
+ * of the row under a key lock.
  */
 #define _GNU_SOURCE
 #include "row.h"
@@ -61,6 +62,21 @@ int row_check(const uint8_t *row, uint32_t len, const struct row_fmt *f, uint64_
 		return -1;
 	memcpy(&k, row, 8);
 	return k == key && row_crc(row) == compute_crc(row, len) ? 0 : -1;
+}
+
+int row_read(struct kv_db *db, const struct row_fmt *f, uint64_t key, int field, uint8_t *buf,
+	     uint32_t *len, uint64_t *seq)
+{
+	uint32_t vlen = 0;
+	int rc;
+
+	if (field < 0)
+		return kv_get(db, key, buf, row_len(f), len, seq);
+	rc = kv_get_part(db, key, ROW_HDR + (uint32_t)field * f->fieldlen, buf, f->fieldlen, len,
+			 &vlen, seq);
+	if (rc == -ERANGE || (!rc && (vlen != row_len(f) || *len != f->fieldlen)))
+		rc = -EBADMSG;
+	return rc;
 }
 
 /* Updates of one key are serialized by one of these: enough stripes that

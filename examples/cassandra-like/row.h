@@ -44,6 +44,17 @@ uint32_t row_crc(const uint8_t *row);
 int row_check(const uint8_t *row, uint32_t len, const struct row_fmt *f, uint64_t key);
 
 /*
+ * YCSB's read: field < 0 reads every field (readallfields=true, YCSB's
+ * default): the whole row, row_len() bytes into buf, which row_check can
+ * check. field >= 0 reads that field alone (readallfields=false): its
+ * fieldlen bytes into buf, copied out of the engine without the rest of
+ * the row (kv_get_part). *len: the bytes read. Returns kv_get's or
+ * kv_get_part's error, or -EBADMSG if the row is not row_len() bytes.
+ */
+int row_read(struct kv_db *db, const struct row_fmt *f, uint64_t key, int field, uint8_t *buf,
+	     uint32_t *len, uint64_t *seq);
+
+/*
  * YCSB's update with writeallfields=false: field `field` of key's row gets
  * new bytes, every other field stays as it was. A read of the row and a
  * put of the whole row (the engine stores rows whole), under a lock on the

@@ -224,8 +224,15 @@ static bool slot_live(struct kv_rowcache *rc, uint64_t loc)
 	return atomic_load_explicit(&rc->frames[f].gen, memory_order_acquire) == gen;
 }
 
-bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
-	       uint64_t *seq)
+/*
+ * A hit's bytes [off, off + cap) into buf (whole: the row, which must fit
+ * in cap); *len the bytes copied, *vlen the row's length. A part copies
+ * only its bytes; a kept row's crc is then computed over the row where it
+ * lies in the frame, before the generation check that says whether it was
+ * intact all along.
+ */
+static bool lookup(struct kv_rowcache *rc, uint64_t key, uint32_t off_in, bool whole, void *buf,
+		   uint32_t cap, uint32_t *len, uint32_t *vlen, uint64_t *seq)
 {
 	struct kv_rc_slot *s = bucket_of(rc, key);
 
@@ -235,7 +242,7 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 		uint64_t loc = atomic_load_explicit(&s[i].loc, memory_order_acquire);
 		const struct rc_row *row;
 		uint64_t rkey, rseq;
-		uint32_t gen, rlen, rcrc;
+		uint32_t gen, rlen, rcrc, n, crc = 0;
 		size_t f, off;
 
 		if (atomic_load_explicit(&s[i].key, memory_order_relaxed) != key ||
@@ -253,28 +260,49 @@ bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, ui
 		rseq = __atomic_load_n(&row->seq, __ATOMIC_RELAXED);
 		rlen = __atomic_load_n(&row->len, __ATOMIC_RELAXED);
 		rcrc = __atomic_load_n(&row->crc, __ATOMIC_RELAXED);
-		if (rkey != key || rlen > cap || off + sizeof(*row) + rlen > rc->frame_size)
+		if (rkey != key || (whole && rlen > cap) ||
+		    off + sizeof(*row) + rlen > rc->frame_size)
 			break;
-		memcpy(buf, row + 1, rlen);
+		n = whole ? rlen : off_in >= rlen ? 0 : rlen - off_in < cap ? rlen - off_in : cap;
+		memcpy(buf, (const char *)(row + 1) + (whole ? 0 : off_in), n);
+		if (rc->check_crc && !whole)
+			crc = row_crc(rkey, rseq, rlen, row + 1);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&rc->frames[f].gen, memory_order_relaxed) != gen) {
 			atomic_fetch_add_explicit(&rc->torn, 1, memory_order_relaxed);
 			break; /* evicted while we copied */
 		}
-		if (rc->check_crc && row_crc(rkey, rseq, rlen, buf) != rcrc) {
+		if (rc->check_crc && whole)
+			crc = row_crc(rkey, rseq, rlen, buf);
+		if (rc->check_crc && crc != rcrc) {
 			/* a kept row damaged since it was written: never returned;
 			 * the slot goes (unless a writer replaced it meanwhile) */
 			atomic_compare_exchange_strong(&s[i].loc, &loc, 0);
 			atomic_fetch_add_explicit(&rc->crc_dropped, 1, memory_order_relaxed);
 			break;
 		}
-		*len = rlen;
+		*len = n;
+		*vlen = rlen;
 		*seq = rseq;
 		atomic_fetch_add_explicit(&rc->hits, 1, memory_order_relaxed);
 		return true;
 	}
 	atomic_fetch_add_explicit(&rc->misses, 1, memory_order_relaxed);
 	return false;
+}
+
+bool kv_rc_get(struct kv_rowcache *rc, uint64_t key, void *buf, uint32_t cap, uint32_t *len,
+	       uint64_t *seq)
+{
+	uint32_t vlen;
+
+	return lookup(rc, key, 0, true, buf, cap, len, &vlen, seq);
+}
+
+bool kv_rc_get_part(struct kv_rowcache *rc, uint64_t key, uint32_t off, void *buf, uint32_t cap,
+		    uint32_t *len, uint32_t *vlen, uint64_t *seq)
+{
+	return lookup(rc, key, off, false, buf, cap, len, vlen, seq);
 }
 
 static void evict(struct kv_rowcache *rc, size_t f)

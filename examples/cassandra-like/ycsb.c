@@ -57,6 +57,7 @@ struct ycsb_opts opt = {
 	.mt_b = KV_MEM_THP,
 	.records = 100000,
 	.row = { .fields = 10, .fieldlen = 100 }, /* YCSB's fieldcount, fieldlength */
+	.readall = true,			  /* YCSB's readallfields */
 	.threads = 20,
 	.repeat = 1,
 	.status = 10,
@@ -131,6 +132,7 @@ struct client {
 	uint64_t last_end, warm_ops;	   /* end of its last measured op */
 	struct hist h[NOPS], ih[NOPS];	   /* service, intended-start latency */
 	_Atomic uint64_t count[NOPS], sum_ns[NOPS];
+	uint64_t read_bytes, read_fields; /* measured reads: returned */
 	int err;
 };
 
@@ -166,27 +168,44 @@ static void verify_fail(struct variant *v, uint64_t key, const char *what, uint6
 			v->name, key, what, seq, want);
 }
 
-static int do_read(struct client *c, uint64_t key, uint8_t *buf)
+/*
+ * YCSB's read: every field (all), or one chosen uniformly, as YCSB's
+ * fieldchooser does with readallfields=false (row_read). *got: the bytes
+ * the engine returned. --verify checks a whole row's key and crc and its
+ * version; a field alone carries neither key nor crc, so of a one-field
+ * read only the version (seq) and the row's length are checked.
+ */
+static int do_read(struct client *c, uint64_t key, uint8_t *buf, bool all, uint32_t *got)
 {
 	struct variant *v = c->v;
 	uint64_t want = v->acked ? atomic_load(&v->acked[key]) : 0, seq = 0;
+	int field = all ? -1 : (int)(kv_rand(&c->rng) % opt.row.fields);
 	uint32_t len = 0, crc;
-	int rc = kv_get(v->db, key, buf, value_len(), &len, &seq);
+	int rc = row_read(v->db, &opt.row, key, field, buf, &len, &seq);
 
+	*got = rc ? 0 : len;
 	if (rc == -ENOENT && !want && !v->acked)
 		return 0; /* not loaded (--no-load on a smaller data set) */
-	if (rc && rc != -ENOENT)
+	if (rc && rc != -ENOENT && !(rc == -EBADMSG && v->acked))
 		return rc;
 	if (v->acked) {
 		atomic_fetch_add_explicit(&verify_reads, 1, memory_order_relaxed);
 		if (rc == -ENOENT)
 			verify_fail(v, key, "not found", 0, want);
-		else if (check_value(buf, len, key, &crc))
+		else if (rc || (all && check_value(buf, len, key, &crc)))
 			verify_fail(v, key, "damaged value", seq, want);
 		else if (seq < want)
 			verify_fail(v, key, "stale value", seq, want);
 	}
 	return 0;
+}
+
+/* a measured read's bytes and the whole fields in them (a row: its header,
+ * then the fields) */
+static void note_read(struct client *c, uint32_t got)
+{
+	c->read_bytes += got;
+	c->read_fields += (opt.readall && got >= ROW_HDR ? got - ROW_HDR : got) / opt.row.fieldlen;
 }
 
 /* YCSB's update: one field, chosen uniformly (writeallfields=false), the
@@ -273,6 +292,7 @@ static void *client_main(void *arg)
 	}
 	for (uint64_t i = c->lo;; i++) {
 		uint64_t key, t0, t1, intended = 0;
+		uint32_t got = 0;
 		bool measured;
 		int op, rc;
 
@@ -306,10 +326,12 @@ static void *client_main(void *arg)
 			/* YCSB's doTransactionReadModifyWrite: read the row, then
 			 * update it (one field); each half counts on its own too,
 			 * both from the intended start of the whole */
-			rc = do_read(c, key, buf);
+			rc = do_read(c, key, buf, opt.readall, &got);
 			t1 = kv_now_ns();
-			if (!rc && measured)
+			if (!rc && measured) {
 				note_op(c, OP_READ, t1 - t0, t1 - intended);
+				note_read(c, got);
+			}
 			if (!rc)
 				rc = do_update(c, key, buf);
 			if (!rc && measured) {
@@ -318,7 +340,10 @@ static void *client_main(void *arg)
 				note_op(c, OP_UPDATE, t2 - t1, t2 - intended);
 			}
 		} else {
-			rc = op == OP_READ ? do_read(c, key, buf) : do_update(c, key, buf);
+			rc = op == OP_READ ? do_read(c, key, buf, opt.readall, &got) :
+					     do_update(c, key, buf);
+			if (!rc && measured && op == OP_READ)
+				note_read(c, got);
 		}
 		t1 = kv_now_ns();
 		if (rc) {
@@ -495,6 +520,8 @@ int phase(struct variant *v, char workload, struct run_result *res)
 		if (cl[t].last_end > end)
 			end = cl[t].last_end;
 		res->warm_ops += cl[t].warm_ops;
+		res->read_bytes += cl[t].read_bytes;
+		res->read_fields += cl[t].read_fields;
 		if (cl[t].err && !err)
 			err = cl[t].err;
 	}
@@ -633,9 +660,10 @@ static uint64_t full_check(struct variant *v)
 	uint8_t *buf = malloc(value_len());
 	uint64_t before = atomic_load(&verify_errors);
 	struct client c = { .v = v };
+	uint32_t got;
 
 	for (uint64_t k = 0; k < opt.records && buf; k++)
-		if (atomic_load(&v->acked[k]) && do_read(&c, k, buf))
+		if (atomic_load(&v->acked[k]) && do_read(&c, k, buf, true, &got))
 			verify_fail(v, k, "read failed", 0, 0);
 	free(buf);
 	return atomic_load(&verify_errors) - before;
@@ -720,8 +748,10 @@ static void usage(void)
 		"  --memtable-backend shmem|memfd|thp  memtable region (default thp)\n"
 		"  --records N (100000)  --threads N (20)\n"
 		"  --fieldcount N (10)  --fieldlen BYTES (100)   YCSB's fieldcount, fieldlength\n"
-		"  --writeallfields    updates write every field (YCSB's default, and this\n"
-		"                      driver's: one field, the rest of the row unchanged)\n"
+		"  --writeallfields[=true|false]  updates write every field (default false, as\n"
+		"                      YCSB's: one field, the rest of the row unchanged)\n"
+		"  --readallfields[=true|false]   reads read every field (default true, as\n"
+		"                      YCSB's); false: one field, chosen uniformly\n"
 		"  --workloads a,b,u   YCSB's A 50/50, B 95/5 read/update, C read only, F 50 %%\n"
 		"                      read, 50 %% read-modify-write; U 5/95 (the seed's mix)\n"
 		"  --seconds S (10) | --ops N   length of each run (after the warm-up)\n"
@@ -862,7 +892,8 @@ static const struct option long_opts[] = {
 	{ "help", 0, 0, 'h' },
 	{ "keep", 0, 0, 'K' },
 	{ "fieldcount", 1, 0, 'F' },
-	{ "writeallfields", 0, 0, 'W' },
+	{ "writeallfields", 2, 0, 'W' }, /* optional argument: YCSB's true or false */
+	{ "readallfields", 2, 0, 'E' },
 	{ "target", 1, 0, 'T' },
 	{ "warmup", 1, 0, 'U' },
 	{ "restart", 0, 0, 'S' },
@@ -922,6 +953,19 @@ static bool bench_defaults(int *argc, char ***argv)
 	return true;
 }
 
+/* --name (true), --name=true or --name=false, as YCSB's -p name=...;
+ * anything else: exit 2 */
+static bool bool_opt(const char *name, const char *s)
+{
+	if (!s || !strcmp(s, "true"))
+		return true;
+	if (!strcmp(s, "false"))
+		return false;
+	fprintf(stderr, "cassandra-like: --%s=%s: want --%s, --%s=true or --%s=false\n", name, s,
+		name, name, name);
+	exit(2);
+}
+
 /* The value of --name as a number in [0, hi] (what: the message); else
  * exit 2. --target must be more than 0. */
 static double secs_opt(const char *name, const char *s, double hi, const char *what)
@@ -977,7 +1021,10 @@ static void parse_options(int argc, char **argv, struct driver *d)
 			opt.row.fields = (unsigned)num_opt("fieldcount", optarg, 1, 1000);
 			break;
 		case 'W':
-			opt.writeall = true;
+			opt.writeall = bool_opt("writeallfields", optarg);
+			break;
+		case 'E':
+			opt.readall = bool_opt("readallfields", optarg);
 			break;
 		case 'T':
 			opt.target = secs_opt("target", optarg, 1e9, "ops/s, more than 0");
@@ -1127,9 +1174,12 @@ static int open_variants(struct driver *d)
 static int run_phases(struct driver *d)
 {
 	printf("cassandra-like: %" PRIu64 " records x %d fields x %u B = %" PRIu64
-	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB\n",
+	       " MiB, %u threads, %s keys, cache %zu MiB, memtable 2 x %zu MiB; reads read %s, "
+	       "updates write %s\n",
 	       opt.records, opt.row.fields, opt.row.fieldlen, opt.records * value_len() >> 20,
-	       opt.threads, ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb);
+	       opt.threads, ycsb_dist_name(opt.dist), opt.cache_mb, opt.memtable_mb,
+	       opt.readall ? "every field" : "one field",
+	       opt.writeall ? "every field" : "one field");
 	print_run_header();
 	for (int i = 0; i < d->nv && !opt.no_load; i++) {
 		struct run_result *r = &results[nresults++];

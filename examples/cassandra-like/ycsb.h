@@ -26,6 +26,7 @@ struct ycsb_opts {
 	uint64_t records, ops;
 	struct row_fmt row; /* --fieldcount (10), --fieldlen (100): YCSB's defaults */
 	bool writeall;	    /* --writeallfields: updates write every field */
+	bool readall;	    /* --readallfields=false: reads read one field */
 	unsigned threads, repeat, status;
 	double seconds;
 	double target; /* --target OPS: ops/s over all threads; 0: as fast as possible */
@@ -58,6 +59,9 @@ struct run_result {
 	size_t res[3], huge[3];
 	struct kv_stats st0, st1;
 	uint64_t minflt; /* page faults the process took during the run */
+	/* measured reads (a workload F read-modify-write's too): the bytes
+	 * the engine returned and the whole fields in them */
+	uint64_t read_bytes, read_fields;
 };
 
 /* every run of a process: the load and each repeat of each workload, per

@@ -179,19 +179,22 @@ kl_guest_start:
 
 	/* XSAVE with AVX where CPUID offers both: CR4.OSFXSR|OSXMMEXCPT|
 	 * OSXSAVE and XCR0 = x87|SSE|AVX, so the CPL 3 code can hold state
-	 * only XSAVE/XCRs save (the upper YMM halves); avx_on says so. */
+	 * only XSAVE/XCRs save (the upper YMM halves); avx_on says so, and
+	 * where not, avx_why says why (the VMM tells its user). */
+	testq $KL_P_NO_AVX, KLP_FLAGS(%r15)
+	jnz 8f
 	mov $1, %eax
 	xor %ecx, %ecx
 	cpuid
 	and $((1 << 26) | (1 << 28)), %ecx	/* XSAVE, AVX */
 	cmp $((1 << 26) | (1 << 28)), %ecx
-	jne 9f
+	jne 8f
 	mov $0xd, %eax
 	xor %ecx, %ecx
 	cpuid
 	and $7, %eax
 	cmp $7, %eax
-	jne 9f
+	jne 8f
 	mov %cr4, %rax
 	or $((1 << 9) | (1 << 10) | (1 << 18)), %rax
 	mov %rax, %cr4
@@ -200,6 +203,8 @@ kl_guest_start:
 	mov $7, %eax
 	xsetbv
 	movq $1, avx_on(%rip)
+	jmp 9f
+8:	movq $KL_VS_NOAVX_CPUID, avx_why(%rip)
 9:
 	/* --test-hostile, the CPL 0 part: `in` from ports nobody serves and
 	 * from a port that only takes `out`, and MMIO outside RAM (a 2 MiB
@@ -289,6 +294,7 @@ ud_stub:
 	jne 1f
 	addq $4, (%rsp)
 	movq $0, avx_on(%rip)
+	movq $KL_VS_NOAVX_UD, avx_why(%rip)
 	iretq
 1:	pushq $6
 	jmp isr_common
@@ -514,11 +520,14 @@ ymm_set:
 1:	ret
 
 /* After the restore: rbx = checked << 32 | differing (KL_VS_XCR0,
- * KL_VS_YMM); 0 checked without AVX. Clobbers rax, rcx, rdx. */
+ * KL_VS_YMM); without AVX, nothing checked: rbx = why << 32
+ * (KL_VS_NOAVX_*). Clobbers rax, rcx, rdx. */
 ymm_check:
-	xor %ebx, %ebx
+	mov avx_why(%rip), %rbx
+	shl $32, %rbx
 	cmpq $0, avx_on(%rip)
 	je 9f
+	xor %ebx, %ebx
 	xor %ecx, %ecx
 	xgetbv
 	and $7, %eax
@@ -687,6 +696,7 @@ kl_guest_user_end:
 
 	.balign 8
 avx_on:	.quad 0
+avx_why: .quad 0	/* KL_VS_NOAVX_*: why avx_on is 0 */
 /* the checkpoint's notes (cp_call) */
 cp_data:
 	.quad 0		/* CPD_CHECKED */

@@ -7,6 +7,7 @@
 #include "layout.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,68 +76,64 @@ static const char *mib(uint64_t v, char *b, size_t n)
 	return b;
 }
 
+/* a failed check: msg gets why, and its error comes back */
+__attribute__((format(printf, 4, 5))) static int refuse(int err, char *msg, size_t len,
+							const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, len, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
 int kl_keep_check(const struct kl_keep_rec *r, const struct kl_keep_want *w, char *msg, size_t len)
 {
 	char a[32], b[32];
 
-	if (memcmp(r->magic, KL_KEEP_MAGIC, sizeof(r->magic))) {
-		snprintf(msg, len,
-			 "no kvm-lite checkpoint record in it: not guest RAM kvm-lite --keep "
-			 "left (remove it to boot afresh)");
-		return -EBADMSG;
-	}
-	if (r->sum != kl_checksum(r, 0, offsetof(struct kl_keep_rec, sum))) {
-		snprintf(msg, len,
-			 "its checkpoint record is damaged (checksum): the VMM died while "
-			 "writing it, or the RAM was written by something else");
-		return -EBADMSG;
-	}
-	if (r->version != KL_KEEP_VERSION) {
-		snprintf(msg, len, "its checkpoint record is version %u, this kvm-lite reads %d",
-			 r->version, KL_KEEP_VERSION);
-		return -EBADMSG;
-	}
-	if (r->ram != w->ram) {
-		snprintf(msg, len, "it holds %s of guest RAM, -m asks %s: give -m %s",
-			 mib(r->ram, a, sizeof(a)), mib(w->ram, b, sizeof(b)), a);
-		return -ERANGE;
-	}
-	if (r->page_size != w->page_size) {
-		snprintf(msg, len, "its record says %s host pages, the region has %s",
-			 mib(r->page_size, a, sizeof(a)), mib(w->page_size, b, sizeof(b)));
-		return -ERANGE;
-	}
-	if (r->guest_page != w->guest_page) {
-		snprintf(msg, len, "its guest built %s page tables, -g asks %s: give -g %s",
-			 r->guest_page == 4096 ? "4 KiB" : "2 MiB",
-			 w->guest_page == 4096 ? "4 KiB" : "2 MiB",
-			 r->guest_page == 4096 ? "4k" : "2m");
-		return -ERANGE;
-	}
-	if (r->id != w->id) {
-		snprintf(msg, len,
-			 "the vCPU file belongs to other kept RAM (id %016llx, this RAM is "
-			 "%016llx): give the --snapshot PREFIX this RAM was stopped with",
-			 (unsigned long long)w->id, (unsigned long long)r->id);
-		return -ESTALE;
-	}
-	if (r->state != KL_KEEP_STOPPED) {
-		snprintf(msg, len,
-			 "its guest ran on past checkpoint %llu (state %s: the VMM was "
-			 "killed while the vCPU ran, or the guest went on to finish), so "
-			 "the RAM is not the checkpoint the vCPU file holds; remove the "
-			 "kept file and the vCPU file to boot afresh",
-			 (unsigned long long)r->checkpoint,
-			 r->state == KL_KEEP_RUNNING ? "RUNNING" : "unknown");
-		return -EBUSY;
-	}
-	if (r->checkpoint != w->checkpoint) {
-		snprintf(msg, len,
-			 "the vCPU file was taken at checkpoint %llu, the RAM is at "
-			 "checkpoint %llu: a vCPU file from an earlier or later stop",
-			 (unsigned long long)w->checkpoint, (unsigned long long)r->checkpoint);
-		return -ESTALE;
-	}
+	if (memcmp(r->magic, KL_KEEP_MAGIC, sizeof(r->magic)))
+		return refuse(-EBADMSG, msg, len,
+			      "no kvm-lite checkpoint record in it: not guest RAM kvm-lite --keep "
+			      "left (remove it to boot afresh)");
+	if (r->sum != kl_checksum(r, 0, offsetof(struct kl_keep_rec, sum)))
+		return refuse(-EBADMSG, msg, len,
+			      "its checkpoint record is damaged (checksum): the VMM died while "
+			      "writing it, or the RAM was written by something else");
+	if (r->version != KL_KEEP_VERSION)
+		return refuse(-EBADMSG, msg, len,
+			      "its checkpoint record is version %u, this kvm-lite reads %d",
+			      r->version, KL_KEEP_VERSION);
+	if (r->ram != w->ram)
+		return refuse(-ERANGE, msg, len, "it holds %s of guest RAM, -m asks %s: give -m %s",
+			      mib(r->ram, a, sizeof(a)), mib(w->ram, b, sizeof(b)), a);
+	if (r->page_size != w->page_size)
+		return refuse(-ERANGE, msg, len, "its record says %s host pages, the region has %s",
+			      mib(r->page_size, a, sizeof(a)), mib(w->page_size, b, sizeof(b)));
+	if (r->guest_page != w->guest_page)
+		return refuse(-ERANGE, msg, len,
+			      "its guest built %s page tables, -g asks %s: give -g %s",
+			      r->guest_page == 4096 ? "4 KiB" : "2 MiB",
+			      w->guest_page == 4096 ? "4 KiB" : "2 MiB",
+			      r->guest_page == 4096 ? "4k" : "2m");
+	if (r->id != w->id)
+		return refuse(-ESTALE, msg, len,
+			      "the vCPU file belongs to other kept RAM (id %016llx, this RAM is "
+			      "%016llx): give the --snapshot PREFIX this RAM was stopped with",
+			      (unsigned long long)w->id, (unsigned long long)r->id);
+	if (r->state != KL_KEEP_STOPPED)
+		return refuse(-EBUSY, msg, len,
+			      "its guest ran on past checkpoint %llu (state %s: the VMM was "
+			      "killed while the vCPU ran, or the guest went on to finish), so "
+			      "the RAM is not the checkpoint the vCPU file holds; remove the "
+			      "kept file and the vCPU file to boot afresh",
+			      (unsigned long long)r->checkpoint,
+			      r->state == KL_KEEP_RUNNING ? "RUNNING" : "unknown");
+	if (r->checkpoint != w->checkpoint)
+		return refuse(-ESTALE, msg, len,
+			      "the vCPU file was taken at checkpoint %llu, the RAM is at "
+			      "checkpoint %llu: a vCPU file from an earlier or later stop",
+			      (unsigned long long)w->checkpoint, (unsigned long long)r->checkpoint);
 	return 0;
 }
 

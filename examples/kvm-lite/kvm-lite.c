@@ -87,6 +87,8 @@ static void usage(FILE *f)
 		   "                         if each was, and the VMM survived them\n"
 		   "      --test-guest-hang  the guest spins at CPL 3 and never exits (for\n"
 		   "                         --watchdog and SIGINT/SIGTERM)\n"
+		   "      --test-no-avx      the guest leaves AVX off as if its CPUID had\n"
+		   "                         none (its AVX state goes unchecked, said)\n"
 		   "      --test-restore-v2  with --snapshot: restore only regs, sregs, fpu\n"
 		   "                         and the host's CPUID, as format 2 did (the\n"
 		   "                         guest's checks must fail)\n"
@@ -121,6 +123,7 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 		{ "test-hostile", no_argument, NULL, 'H' },
 		{ "test-guest-hang", no_argument, NULL, 'G' },
 		{ "test-restore-v2", no_argument, NULL, 'O' },
+		{ "test-no-avx", no_argument, NULL, 'X' },
 		{ "test-kick", required_argument, NULL, 'k' },
 		{ "watchdog", required_argument, NULL, 'd' },
 		{ "json", required_argument, NULL, 'J' },
@@ -222,6 +225,9 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 			break;
 		case 'O':
 			o->test_partial = true;
+			break;
+		case 'X':
+			o->no_avx = true;
 			break;
 		case 'k':
 			if (strcmp(optarg, "signal-mask")) {

@@ -78,6 +78,10 @@
 #define KL_VS_CPUID 0x400	/* KL_CPUID_LEAF as at boot */
 #define KL_VS_XCR0 0x1		/* (KL_EV_VSTATE_USER) XCR0 has x87|SSE|AVX */
 #define KL_VS_YMM 0x2		/* (KL_EV_VSTATE_USER) ymm0-15, upper halves too */
+/* (KL_EV_VSTATE_USER, in the checked half with neither bit above) why the
+ * AVX state went unchecked: */
+#define KL_VS_NOAVX_CPUID 0x100	/* CPUID lacks XSAVE or AVX, or XCR0 cannot hold AVX */
+#define KL_VS_NOAVX_UD 0x200	/* CPUID offers AVX, but AVX at CPL 3 raised #UD */
 
 /* kl_params.flags */
 #define KL_P_GUEST_2M 0x1	/* 2 MiB leaves in the guest page tables */
@@ -86,6 +90,7 @@
 #define KL_P_UD2 0x8		/* test: #UD at CPL 3 (IDT, TSS.rsp0 path) */
 #define KL_P_HOSTILE 0x10	/* test: hostile requests to the VMM (run.c's policy) */
 #define KL_P_HANG 0x20		/* test: spin at CPL 3 after setup, never exit */
+#define KL_P_NO_AVX 0x40	/* test: leave AVX off, as if CPUID offered none */
 
 /* A CPUID leaf kvm-lite adds to the boot CPUID: eax KL_CPUID_SIG, ebx:ecx
  * a value chosen at boot. The guest reads it before its checkpoint and

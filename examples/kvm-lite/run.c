@@ -663,7 +663,8 @@ int kl_run_guest(const struct kl_opts *o, int kvm, const struct kl_layout *l, st
 		.l = l,
 		.flags = (l->guest_page == 4096 ? 0 : KL_P_GUEST_2M) | (o->fpr ? KL_P_FPR : 0) |
 			 (o->snapshot ? KL_P_CHECKPOINT : 0) | (o->ud2 ? KL_P_UD2 : 0) |
-			 (o->hostile ? KL_P_HOSTILE : 0) | (o->hang ? KL_P_HANG : 0),
+			 (o->hostile ? KL_P_HOSTILE : 0) | (o->hang ? KL_P_HANG : 0) |
+			 (o->no_avx ? KL_P_NO_AVX : 0),
 		.ram = ram,
 		.res = res,
 	};
@@ -712,11 +713,20 @@ static int check_vstate(const struct kl_result *res)
 		fprintf(stderr, "kvm-lite: the guest did not report its vCPU state checks\n");
 		return 1;
 	}
+	if (!(u & (KL_VS_XCR0 | KL_VS_YMM)))
+		fprintf(stderr,
+			"kvm-lite: NOTE: the AVX state (XCR0, the upper halves of ymm0-15) was "
+			"not covered by the guest's checks: %s\n",
+			u & KL_VS_NOAVX_UD    ? "its CPUID offers AVX and XSAVE, but AVX at CPL 3 "
+						"raised #UD" :
+			u & KL_VS_NOAVX_CPUID ? "its CPUID offers no AVX or no XSAVE" :
+						"the guest did not say why");
 	if (!res->vstate_bad) {
 		printf("guest after the restore: %u of 11 CPL 0 checks (MSRs, debug registers, "
 		       "TSC, CPUID) and %s equal to before the checkpoint\n",
 		       (unsigned)__builtin_popcountll(k),
-		       u ? "XCR0 and ymm0-15" : "no AVX checks (no AVX here)");
+		       u & (KL_VS_XCR0 | KL_VS_YMM) ? "XCR0 and ymm0-15" :
+						      "no AVX checks (no AVX here)");
 		return 0;
 	}
 	fprintf(stderr, "kvm-lite: after the restore the guest found changed:");

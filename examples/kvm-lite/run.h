@@ -49,6 +49,7 @@ struct kl_opts {
 	bool matrix, fpr, verbose, ud2, quick;
 	bool hostile;	   /* --test-hostile: the guest sends bad requests */
 	bool hang;	   /* --test-guest-hang: the guest never exits */
+	bool no_avx;	   /* --test-no-avx: the guest leaves AVX off */
 	bool test_partial; /* --test-restore-v2: restore only regs/sregs/fpu */
 	double watchdog_s; /* --watchdog S: stop a guest that has not exited
 			    * for S seconds (0: never) */
