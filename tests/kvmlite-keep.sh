@@ -8,10 +8,10 @@
 #    VMM reads the whole vCPU back equal to the file and the guest finds
 #    the MSRs, debug registers, TSC, CPUID, XCR0 and YMM it set before;
 #  - nothing was copied or allocated: the kept file's st_blocks (stat, here,
-#    and the VMM's own fstat) are unchanged; meminfo's ShmemHugePages
-#    (tmpfs) or the pool's free pages (hugetlbfs) moved by less than the RAM
-#    (whole-system counters: a copy would move them by all of it); smaps has
-#    the whole RAM huge-mapped after the re-attach;
+#    and the VMM's own fstat) are unchanged; the resume, run in a memory
+#    cgroup of its own, peaked at less than half the RAM (a copy would be
+#    charged all of it), and on hugetlbfs ran under a hugetlb cgroup limit
+#    of 0 pages; smaps has the whole RAM huge-mapped after the re-attach;
 #  - refusals, exit 2 before /dev/kvm is opened: RAM another VMM still
 #    holds, a guest that ran on past its checkpoint (RUNNING), another
 #    RAM's vCPU file, another -m, kept RAM without a vCPU file (a VMM
@@ -134,18 +134,125 @@ if ! "$K" --probe >/dev/null 2>&1; then
 fi
 
 # -- kill -9 at the checkpoint, resume on the kept RAM ----------------------
-mem_line() { # the meminfo line kvm-lite prints for a resume of this FS
-	if [ $FS = tmpfs ]; then
-		grep -o 'ShmemHugePages [-+][0-9]* kB' "$1" | awk '{print $2}'
+# The resume runs in a memory cgroup of its own, made for it: a page the
+# new VMM allocates is charged there, and pages already in the kept file
+# (charged when the killed VMM faulted them) are not charged again when
+# mapped. So the cgroup's peak is this one process's evidence: a copy of
+# the RAM (into anonymous memory, another file, the same file's new pages)
+# would charge all of it; re-attaching charges the VMM's own few MiB. On
+# hugetlbfs the hugetlb controller's limit is 0 pages as well: a new huge
+# page would fail the resume. Meminfo's counters, which kvm-lite prints,
+# are the whole system's (a neighbour's tmpfs moves them), so they are
+# shown, not judged.
+CG_MNT="" CG_OWN="" CG="" CG_HCG="" CG_SUB=""
+cg_find() { # TYPE CONTROLLER: the mount point of a hierarchy that has it
+	while read -r _ mnt typ opts _; do
+		[ "$typ" = "$1" ] || continue
+		if [ "$1" = cgroup2 ]; then
+			grep -qw "$2" "$mnt/cgroup.controllers" 2>/dev/null && { echo "$mnt"; return; }
+		else
+			case ",$opts," in *",$2,"*) echo "$mnt"; return ;; esac
+		fi
+	done </proc/mounts
+}
+# cg_make NAME: CG (memory), CG_PEAK, CG_HCG (hugetlb, on hugetlbfs) made
+# fresh; 1 (said) when the kernel has no memory controller to make them in
+cg_make() {
+	v1=$(cg_find cgroup memory)
+	if [ -n "$v1" ]; then
+		CG=$v1/hpr-keep-$$-$1
+		CG_PEAK=memory.max_usage_in_bytes
 	else
-		grep -o 'pages free [-+][0-9]*' "$1" | awk '{print $3}'
+		CG_MNT=$(cg_find cgroup2 memory)
+		if [ -z "$CG_MNT" ] && ! grep -q ' cgroup2 ' /proc/mounts; then
+			# the nested guest mounts no cgroup file system: mount the v2 one
+			mkdir -p "$T/cg" && mount -t cgroup2 none "$T/cg" && CG_OWN=$T/cg &&
+				CG_MNT=$(cg_find cgroup2 memory)
+		fi
+		[ -n "$CG_MNT" ] || { bad "no memory cgroup controller to measure the resume in"; return 1; }
+		cg_enable memory hugetlb
+		CG=$CG_MNT/hpr-keep-$$-$1
+		CG_PEAK=memory.peak
+	fi
+	mkdir "$CG" || { bad "mkdir $CG"; return 1; }
+	[ -e "$CG/$CG_PEAK" ] || { bad "$CG has no $CG_PEAK (kernel too old for this check)"; return 1; }
+	[ $FS = hugetlbfs ] || return 0
+	if [ -e "$CG/hugetlb.2MB.max" ]; then # v2: memory and hugetlb in one cgroup
+		CG_HCG=$CG
+		echo 0 >"$CG/hugetlb.2MB.max"
+		[ -e "$CG/hugetlb.2MB.rsvd.max" ] && echo 0 >"$CG/hugetlb.2MB.rsvd.max"
+	elif h=$(cg_find cgroup hugetlb) && [ -n "$h" ]; then # v1
+		CG_HCG=$h/hpr-keep-$$-$1
+		mkdir "$CG_HCG" && echo 0 >"$CG_HCG/hugetlb.2MB.limit_in_bytes"
+	elif CG_MNT=$(cg_find cgroup2 hugetlb) && [ -n "$CG_MNT" ]; then # memory v1, hugetlb v2
+		cg_enable hugetlb
+		CG_HCG=$CG_MNT/hpr-keep-$$-$1
+		mkdir "$CG_HCG" && echo 0 >"$CG_HCG/hugetlb.2MB.max"
+	else
+		bad "no hugetlb cgroup controller to limit the resume with"
+		return 1
 	fi
 }
-# cycle: boot to checkpoint 1, kill -9 there, resume on the kept RAM, and
-# check it; 1 if a check failed (said), else 0 with d = how much meminfo's
-# whole-system counter moved on the re-attach
-cycle() {
-	start k 600 $R -g 2m || return 1
+cg_enable() { # CONTROLLER...: on in CG_MNT's children, remembered in CG_SUB
+	for c in "$@"; do
+		grep -qw "$c" "$CG_MNT/cgroup.subtree_control" && continue
+		grep -qw "$c" "$CG_MNT/cgroup.controllers" || continue
+		echo "+$c" >"$CG_MNT/cgroup.subtree_control" && CG_SUB="$CG_SUB $c"
+	done
+}
+cg_drop() {
+	[ -n "$CG_HCG" ] && [ "$CG_HCG" != "$CG" ] && rmdir "$CG_HCG"
+	[ -n "$CG" ] && rmdir "$CG"
+	for c in $CG_SUB; do echo "-$c" >"$CG_MNT/cgroup.subtree_control"; done
+	[ -n "$CG_OWN" ] && umount "$CG_OWN"
+	CG="" CG_HCG="" CG_SUB="" CG_OWN=""
+}
+# in_cg CMD args...: CMD in the cgroup(s)
+in_cg() {
+	sh -c 'echo $$ >"$1/cgroup.procs" && { [ -z "$2" ] || [ "$2" = "$1" ] ||
+		echo $$ >"$2/cgroup.procs"; } && shift 2 && exec "$@"' sh "$CG" "$CG_HCG" "$@"
+}
+cg_hugetlb_refused() { # v2: "max N" counts the allocations the limit refused
+	if [ -e "$CG_HCG/hugetlb.2MB.events" ]; then
+		sed -n 's/^max //p' "$CG_HCG/hugetlb.2MB.events"
+	else
+		cat "$CG_HCG/hugetlb.2MB.failcnt"
+	fi
+}
+cg_peak_kib() { echo $(($(cat "$CG/$CG_PEAK") / 1024)); }
+lim_kib=$((ram_mib * 1024 / 2)) # a copy of the RAM would be charged ram_mib
+
+# the check can fail: a plain copy of a kept file, made in such a cgroup,
+# is charged to it (a file on /tmp, a tmpfs in the nested guest)
+src=$DIR/ctl
+[ $FS = hugetlbfs ] && src=$T/ctl # no write(2) there: copy a file of /tmp
+dd if=/dev/zero of="$src" bs=1M count="$ram_mib" 2>/dev/null
+if cg_make ctl; then
+	in_cg sh -c 'cat "$1" >"$2"' sh "$src" "$T/ctl.copy"
+	peak=$(cg_peak_kib)
+	rm -f "$T/ctl.copy"
+	if [ "$peak" -ge "$lim_kib" ]; then
+		say "ok: control: a copy of $ram_mib MiB made in a fresh cgroup peaked it at $peak KiB ($CG_PEAK)"
+	else
+		bad "control: a copy of $ram_mib MiB peaked its cgroup at only $peak KiB: the check below could not fail"
+	fi
+	if [ -n "$CG_HCG" ]; then # and a boot on hugetlbfs: refused by the limit
+		in_cg "$K" $R -g 2m --keep "$DIR/ctl" --snapshot "$S/ctl" >"$T/out" 2>&1
+		rc=$? ev=$(cg_hugetlb_refused)
+		if [ $rc != 0 ] && [ "$ev" -gt 0 ]; then
+			say "ok: control: a boot on hugetlbfs in it was refused $ev huge pages, rc $rc: $(grep -m1 -i 'hugetlb\|memory' "$T/out" | cut -c1-120)"
+		else
+			bad "control: a boot on hugetlbfs under a hugetlb limit of 0: rc $rc, $ev pages refused"
+			sed 's/^/    /' "$T/out" >&2
+		fi
+		rm -f "$DIR/ctl" "$S/ctl.vcpu"
+	fi
+fi
+[ -n "$CG" ] && cg_drop
+rm -f "$src"
+started=0
+if start k 600 $R -g 2m && started=1 && cg_make resume; then
+	started=0
 	sum=$(sed -n 's/^checkpoint 1: .*guest RAM checksum \(0x[0-9a-f]*\).*/\1/p' "$T/k.out")
 	blocks=$(stat -c %b "$DIR/k")
 	# the stopped VMM still holds its RAM: a second one is refused
@@ -153,10 +260,9 @@ cycle() {
 	kill -9 $pid
 	wait $pid 2>/dev/null
 	say "killed kvm-lite (pid $pid) at checkpoint 1: guest RAM checksum $sum, kept file $blocks blocks"
-	"$K" $R -g 2m --keep "$DIR/k" --snapshot "$S/k" >"$T/r.out" 2>&1
+	in_cg "$K" $R -g 2m --keep "$DIR/k" --snapshot "$S/k" >"$T/r.out" 2>&1
 	rc=$?
 	sed 's/^/    /' "$T/r.out" | grep -E "re-attach|kept RAM"
-	f0=$fail
 	[ $rc = 0 ] || { bad "resume -> rc $rc"; sed 's/^/    /' "$T/r.out" >&2; }
 	grep -q "re-attach: guest RAM checksum $sum equals checkpoint 1's" "$T/r.out" ||
 		bad "the RAM checksum after the re-attach is not $sum"
@@ -174,41 +280,31 @@ cycle() {
 	[ "$after" = "$blocks" ] || bad "stat: $blocks blocks before, $after after"
 	grep -q "re-attach: huge-mapped $ram_mib of $ram_mib MiB" "$T/r.out" ||
 		bad "not all of the RAM is huge-mapped after the re-attach"
-	d=$(mem_line "$T/r.out")
-	d=${d#+}
-	[ $fail = "$f0" ]
-}
-if [ $FS = tmpfs ]; then
-	lim=$((ram_mib * 1024 / 2)) # kB; a copy would add ram_mib * 1024
-else
-	lim=$((ram_mib / 4)) # 2 MiB pages; a copy would take ram_mib / 2
-fi
-# meminfo's counters are the whole system's: another process's shmem (a
-# neighbour's tmpfs huge=, its cache) moves them too, by more than the
-# limit when it allocates or frees a few hundred MiB during the re-attach
-# (seen beside other jobs on the build VM). A copy by the VMM would move
-# them every time, so the cycle runs again, up to 3 times in all, and the
-# check fails only if every re-attach moved them by more than the limit.
-try=1
-while cycle; do
-	if [ -n "$d" ] && [ "${d#-}" -lt "$lim" ]; then
-		say "meminfo moved by $d on the re-attach (limit $lim; attempt $try)"
-		break
+	peak=$(cg_peak_kib)
+	if [ "$peak" -lt "$lim_kib" ]; then
+		say "ok: the resume's cgroup peaked at $peak KiB ($CG_PEAK; limit $lim_kib, a copy of the RAM would be $((ram_mib * 1024)))"
+	else
+		bad "the resume's cgroup peaked at $peak KiB ($CG_PEAK, limit $lim_kib): a copy of the $ram_mib MiB RAM?"
 	fi
-	if [ $try -ge 3 ]; then
-		bad "meminfo moved by '$d' on the re-attach (limit $lim), in each of $try attempts"
-		break
+	if [ -n "$CG_HCG" ]; then
+		ev=$(cg_hugetlb_refused)
+		if [ "$ev" = 0 ]; then
+			say "ok: the resume ran under a hugetlb cgroup limit of 0 pages, none refused"
+		else
+			bad "the resume asked for $ev huge pages beyond its hugetlb cgroup limit of 0"
+		fi
 	fi
-	say "meminfo moved by '$d' on the re-attach (limit $lim): the whole system's counter, again"
-	rm -f "$DIR/k" "$S/k.vcpu"
-	try=$((try + 1))
-done
-if [ -e "$S/k.vcpu" ]; then
+	say "meminfo (whole system, not judged): $(grep -o 'ShmemHugePages [-+][0-9]* kB\|pages free [-+][0-9]*' "$T/r.out" | head -1)"
 	# it ran on past its checkpoint: the same command is refused now
 	expect 2 "its guest ran on past checkpoint 1 (state RUNNING" $R -g 2m --keep "$DIR/k" \
 		--snapshot "$S/k"
 	expect 2 "is for $ram_mib MiB of RAM" -m $((ram_mib * 2))M --keep "$DIR/k" \
 		--snapshot "$S/k"
+fi
+[ -n "$CG" ] && cg_drop
+if [ $started = 1 ]; then # no cgroup to resume in: stop the paused VMM
+	kill -9 $pid
+	wait $pid 2>/dev/null
 fi
 rm -f "$DIR/k" "$S/k.vcpu"
 
