@@ -115,10 +115,12 @@ if [ -n "$H" ]; then
 	[ -e "$DIR/h" ] && bad "a refused start left $DIR/h"
 fi
 
-# a boot that finds no usable /dev/kvm (here /dev/null over it, in a mount
-# namespace of its own) exits 77 and leaves no kept file behind
+# a boot that finds no usable /dev/kvm (where there is one, /dev/null over
+# it, in a mount namespace of its own; where there is none, as it is) exits
+# 77 and leaves no kept file behind
 if [ -n "${KL_KEEP_NS:-}" ]; then
-	unshare -m --propagation private sh -c 'mount --bind /dev/null /dev/kvm && exec "$@"' \
+	unshare -m --propagation private sh -c \
+		'{ [ ! -e /dev/kvm ] || mount --bind /dev/null /dev/kvm; } && exec "$@"' \
 		sh "$K" $R --keep "$DIR/nokvm" --snapshot "$S/nokvm" >"$T/out" 2>&1
 	rc=$?
 	if [ $rc = 77 ] && [ ! -e "$DIR/nokvm" ] && [ ! -e "$S/nokvm.vcpu" ]; then
