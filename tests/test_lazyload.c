@@ -756,7 +756,18 @@ static _Atomic int late_state; /* 0 not yet; 1 set up; -1 could not */
 
 static void *late_touch(void *arg)
 {
+	const volatile uint64_t *w =
+		(const volatile uint64_t *)((const char *)hpr_base(late_r) + LATE_PAGE * PS);
+
 	(void)arg;
+	/* The first read blocks in the fault until the load's end wakes it;
+	 * by then the hook has mapped the page again and published
+	 * late_state = 1. Reading late_state after it orders that mmap
+	 * before the reads of the page for TSan, which cannot see that the
+	 * kernel held this thread until then (its mmap interceptor counts
+	 * as a write of the page: a data race on the hook's thread). */
+	(void)w[0];
+	(void)atomic_load(&late_state);
 	return (void *)(uintptr_t)(page_bad(hpr_base(late_r), LATE_PAGE) == (size_t)-1);
 }
 
