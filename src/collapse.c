@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "lazyload.h"
 
 #include <errno.h>
 #include <string.h>
@@ -77,6 +78,8 @@ int hpr_collapse(hpr_region *r, size_t off, size_t len, size_t *collapsed)
 	rc = hpr__range(r, off, len, &first, &last);
 	if (collapsed)
 		*collapsed = 0;
+	if (!rc)
+		rc = hpr__lazy_busy(r, "hpr_collapse");
 	if (rc)
 		return rc;
 	if (r->backend == HPR_BACKEND_HUGETLB) {

@@ -270,6 +270,21 @@ int hpr__region_mapped(const hpr_region *r);
 /* probe.c: the probe cache's lock across fork */
 void hpr__probe_atfork(int phase);
 
+/* ---- lazyload.c (lazyload.h: hpr__lazy_running, hpr__lazy_busy) ---- */
+struct hpr__snap_ent;
+/* hpr_load(HPR_SNAP_LAZY), called by hpr_load once the snapshot passed its
+ * checks (header, table, extents, room): *tab is its page table (host
+ * order, r->npages entries, malloc'd), data_off where its pages start.
+ * 0: the load runs and owns *tab (set to NULL); 1: userfaultfd cannot be
+ * had here (logged, in the stats): hpr_load loads eagerly; or -errno. */
+int hpr__lazy_load(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t data_off,
+		   size_t *changed);
+/* hpr_fault_in during a lazy load: load the saved pages of [first, last)
+ * now, in the caller (demand first). 0 or the load's error. */
+int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last);
+/* region_free: end the load (cancel), join its threads, free it. */
+void hpr__lazy_destroy(hpr_region *r);
+
 /* ---- stats.c ---- */
 /* hpr_stats() into this library's whole struct (sized.c copies it out). */
 int hpr__stats(hpr_region *r, struct hpr_stats *st);
@@ -323,6 +338,12 @@ struct hpr_region {
 	_Atomic int fault_err;
 	_Atomic size_t fault_err_off;
 	_Atomic int snapshot_io;
+	_Atomic int lazy_load;	       /* HPR_LAZY_* of the last lazy load */
+	_Atomic int lazy_fallback_err; /* why it was eager */
+	/* lazyload.c: the lazy load, from hpr_load(HPR_SNAP_LAZY) until
+	 * hpr_load_wait, the next load or hpr_destroy frees it */
+	struct hpr__lazy *_Atomic lazy;
+	pthread_mutex_t lazy_mu; /* lazy's lifetime against its readers (leaf) */
 
 	/* fork: the live-region list, and what a child inherited */
 	struct hpr__fork_handle fork;

@@ -23,6 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+/* USERFAULTFD_IOC_NEW (Linux 6.1, /dev/userfaultfd): spelled here so the
+ * library builds against older kernel headers and asks at run time */
+#define USERFAULTFD_IOC_NEW_ _IO(0xAA, 0x00)
+#ifndef __NR_userfaultfd
+#define __NR_userfaultfd 323 /* x86-64 */
+#endif
+
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41 /* Linux 5.17 */
 #define PR_SET_VMA_ANON_NAME 0
@@ -518,6 +525,26 @@ static int os_touch_atime(int fd)
 	return futimens(fd, t) ? -errno : 0;
 }
 
+static int os_uffd_open(bool user_only)
+{
+	int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC), fd, rc;
+
+	if (dev >= 0) {
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW_, O_CLOEXEC | O_NONBLOCK);
+		rc = fd < 0 ? -errno : fd;
+		close(dev);
+		if (rc >= 0)
+			return rc;
+	}
+	fd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK | (user_only ? 1 : 0));
+	return fd < 0 ? -errno : fd;
+}
+
+static int os_ioctl(int fd, unsigned long req, void *arg)
+{
+	return ioctl(fd, req, arg) < 0 ? -errno : 0;
+}
+
 const struct hpr_os_ops hpr__os_real = {
 	.mmap = os_mmap,
 	.munmap = os_munmap,
@@ -561,6 +588,8 @@ const struct hpr_os_ops hpr__os_real = {
 	.flock = os_flock,
 	.euid = os_euid,
 	.touch_atime = os_touch_atime,
+	.uffd_open = os_uffd_open,
+	.ioctl = os_ioctl,
 };
 
 const struct hpr_os_ops *hpr__os = &hpr__os_real;

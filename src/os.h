@@ -20,6 +20,7 @@
 #ifndef HPR_OS_H
 #define HPR_OS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -153,6 +154,16 @@ struct hpr_os_ops {
 	/* set the file's access time to now, nothing else (futimens(2) with
 	 * UTIME_NOW, UTIME_OMIT; the owner may, whatever the fd's mode) */
 	int (*touch_atime)(int fd);
+
+	/* ---- userfaultfd (lazyload.c) ---- */
+	/* a new userfaultfd, O_CLOEXEC | O_NONBLOCK: /dev/userfaultfd
+	 * (USERFAULTFD_IOC_NEW, Linux 6.1), else the userfaultfd(2) system
+	 * call (needs vm.unprivileged_userfaultfd = 1 or CAP_SYS_PTRACE);
+	 * user_only adds UFFD_USER_MODE_ONLY to the system call (5.11). The
+	 * fd, or the errno of the last way tried */
+	int (*uffd_open)(bool user_only);
+	/* ioctl(2) with a pointer argument: 0 or -errno (UFFDIO_*) */
+	int (*ioctl)(int fd, unsigned long req, void *arg);
 };
 
 /* The hooks in force. Never NULL. */

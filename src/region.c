@@ -190,6 +190,7 @@ static bool region_atfork(struct hpr__fork_handle *h, int phase)
 	/* lock order: pool, reclaimer, partial releases (the leaf locks come
 	 * after every region's) */
 	if (phase == HPR__FORK_PARENT) {
+		hpr__fork_mutex(&r->lazy_mu, phase);
 		hpr__fork_mutex(&r->partial_mu, phase);
 		hpr__release_atfork(r, phase);
 		hpr__pool_atfork(r, phase);
@@ -197,8 +198,11 @@ static bool region_atfork(struct hpr__fork_handle *h, int phase)
 	}
 	hpr__pool_atfork(r, phase);
 	hpr__release_atfork(r, phase);
-	if (!hpr__fork_mutex(&r->partial_mu, phase))
+	if (!hpr__fork_mutex(&r->partial_mu, phase)) {
+		hpr__fork_mutex(&r->lazy_mu, phase); /* PREPARE: last */
 		return true;
+	}
+	hpr__fork_mutex(&r->lazy_mu, phase);
 	hpr__fault_table_child(r);
 	/* mlock is not inherited (fork(2)) */
 	r->locked = false;
@@ -228,6 +232,7 @@ static int region_free(hpr_region *r)
 {
 	int rc;
 
+	hpr__lazy_destroy(r);
 	hpr__pool_destroy(r);
 	hpr__release_destroy(r);
 	if (r->locked)
@@ -240,6 +245,7 @@ static int region_free(hpr_region *r)
 	free(r->state);
 	pthread_mutex_destroy(&r->partial_mu);
 	pthread_mutex_destroy(&r->rel_mu);
+	pthread_mutex_destroy(&r->lazy_mu);
 	free(r);
 	return rc;
 }
@@ -260,6 +266,7 @@ static hpr_region *region_alloc(const struct hpr_config *c)
 	snprintf(r->name, sizeof(r->name), "%s", c->name ? c->name : "region");
 	pthread_mutex_init(&r->partial_mu, NULL);
 	pthread_mutex_init(&r->rel_mu, NULL);
+	pthread_mutex_init(&r->lazy_mu, NULL);
 	atomic_store(&r->fault_err_off, (size_t)-1);
 	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
 	r->psi_fd = -1;

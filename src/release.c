@@ -38,6 +38,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "lazyload.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -390,6 +391,8 @@ int hpr_release_lazy(hpr_region *r, size_t off, size_t len)
 	hpr__err_clear();
 	/* checked only: a release rounds inwards (whole_pages) */
 	rc = hpr__range_of("hpr_release_lazy", r, off, len, &first, &last);
+	if (!rc && len)
+		rc = hpr__lazy_busy(r, "hpr_release_lazy");
 	if (rc || !len)
 		return rc;
 	if (atomic_load_explicit(&r->reclaimer_restart, memory_order_relaxed)) {
@@ -520,6 +523,8 @@ int hpr_reclaim(hpr_region *r, size_t max_bytes, size_t *reclaimed)
 		return hpr__fail(-EINVAL, "hpr_reclaim: region is NULL");
 	if (r->not_mapped)
 		return hpr__region_mapped(r);
+	if (hpr__lazy_running(r))
+		return hpr__lazy_busy(r, "hpr_reclaim");
 	return reclaim(r, max_bytes, reclaimed);
 }
 

@@ -49,6 +49,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "lazyload.h"
 #include "snapshot.h"
 
 #include <endian.h>
@@ -814,6 +815,8 @@ int hpr_save(hpr_region *r, int fd, unsigned flags)
 		return hpr__region_mapped(r);
 	if (flags & ~HPR_SNAP_ALL_)
 		return hpr__fail(-EINVAL, "hpr_save: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
+	if ((rc = hpr__lazy_busy(r, "hpr_save")))
+		return rc;
 	rc = check_fd("hpr_save", fd, true, &st);
 	if (rc)
 		return rc;
@@ -972,25 +975,24 @@ static int load_table(struct snap_op *op, int fd, uint64_t table_sum, uint64_t p
 static int load_extents(struct snap_op *op, int fd)
 {
 	hpr_region *r = op->r;
-	off_t pos = lseek(fd, 0, SEEK_CUR), data = -1, data_end = -1;
+	off_t pos = lseek(fd, 0, SEEK_CUR), data = -1;
 	int rc = 0;
 
+	/* SEEK_DATA once a page (one lookup where the page is there), no
+	 * SEEK_HOLE: on tmpfs that walks the page cache folio by folio to the
+	 * end of the extent, 8 ms for 512 MiB of 4 KiB folios on 6.18, which
+	 * a lazy load's return waited for */
 	for (size_t i = 0; i < r->npages && !rc; i++) {
 		off_t a = (off_t)file_off(op, i, 0), b = a + (off_t)r->page_size;
 
 		if (!(op->tab[i].flags & HPR__SNAP_PG_DATA))
 			continue;
-		if (data_end <= a) { /* the extent known so far ends before a */
+		if (data < a) { /* the data found so far lies before a */
 			data = lseek(fd, a, SEEK_DATA);
 			if (data < 0 && errno == EINVAL)
 				break; /* no SEEK_DATA here: the checksums still catch it */
-			if (data < 0) {
-				data = data_end = OFF_END; /* ENXIO: no data after a */
-			} else {
-				data_end = lseek(fd, data, SEEK_HOLE);
-				if (data_end < 0)
-					data_end = OFF_END;
-			}
+			if (data < 0)
+				data = OFF_END; /* ENXIO: no data after a */
 		}
 		if (data >= b)
 			rc = hpr__fail(-EBADMSG,
@@ -1139,7 +1141,7 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 {
 	struct snap_op op;
 	size_t nchanged = 0;
-	int rc, dfd;
+	int rc, dfd, lazy = 1;
 
 	hpr__err_clear();
 	if (changed)
@@ -1148,14 +1150,19 @@ int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed)
 		return hpr__fail(-EINVAL, "hpr_load: region is NULL");
 	if (r->not_mapped)
 		return hpr__region_mapped(r);
-	if (flags & ~HPR_SNAP_ALL_)
-		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x", flags & ~HPR_SNAP_ALL_);
+	if (flags & ~(HPR_SNAP_ALL_ | HPR_SNAP_LAZY))
+		return hpr__fail(-EINVAL, "hpr_load: unknown flags %#x",
+				 flags & ~(HPR_SNAP_ALL_ | HPR_SNAP_LAZY));
+	if ((rc = hpr__lazy_busy(r, "hpr_load")))
+		return rc;
 	rc = op_init(&op, r, false, fd, flags);
 	if (!rc)
 		rc = load_prepare(&op, r, fd);
-	if (rc) {
+	if (!rc && (flags & HPR_SNAP_LAZY)) /* lazyload.c; 1: eager after all */
+		lazy = hpr__lazy_load(r, fd, &op.tab, op.data_off, changed);
+	if (rc || lazy <= 0) {
 		op_free(&op);
-		return rc;
+		return rc ? rc : lazy;
 	}
 	dfd = open_data_fd(fd, false, flags);
 	if (dfd >= 0) {

@@ -13,6 +13,22 @@
 #include <errno.h>
 #include <string.h>
 
+/* The library's own counters, and what it fell back from. */
+static void counters(hpr_region *r, struct hpr_stats *st)
+{
+	st->populate_calls = atomic_load(&r->populate_calls);
+	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
+	st->collapsed_pages = atomic_load(&r->collapsed_pages);
+	st->snapshot_io = atomic_load(&r->snapshot_io);
+	st->lazy_load = atomic_load(&r->lazy_load);
+	st->lazy_fallback_err = atomic_load(&r->lazy_fallback_err);
+	st->requested = (int)r->requested;
+	if (r->requested != HPR_BACKEND_AUTO && r->requested != r->backend)
+		st->fallback |= HPR_FALLBACK_BACKEND;
+	if (r->degraded)
+		st->fallback |= HPR_FALLBACK_BASE_PAGES;
+}
+
 int hpr__stats(hpr_region *r, struct hpr_stats *st)
 {
 	uintptr_t lo, hi;
@@ -58,15 +74,7 @@ int hpr__stats(hpr_region *r, struct hpr_stats *st)
 		st->lazy = (size_t)s.lazyfree;
 	else
 		st->lazy = st->pages_lazy << r->page_shift;
-	st->populate_calls = atomic_load(&r->populate_calls);
-	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
-	st->collapsed_pages = atomic_load(&r->collapsed_pages);
-	st->snapshot_io = atomic_load(&r->snapshot_io);
-	st->requested = (int)r->requested;
-	if (r->requested != HPR_BACKEND_AUTO && r->requested != r->backend)
-		st->fallback |= HPR_FALLBACK_BACKEND;
-	if (r->degraded)
-		st->fallback |= HPR_FALLBACK_BASE_PAGES;
+	counters(r, st);
 	if (hpr__numa_residency(r->base, r->size, r->page_size, st->node_resident,
 				&st->nr_nodes))
 		st->nr_nodes = 0;

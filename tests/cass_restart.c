@@ -81,14 +81,7 @@ static struct kv_db *open_kept(const char *dir)
 /* a tmpfs huge=always of our own, or exit 77 */
 static void huge_dir(char *dir, size_t n)
 {
-	if (geteuid() != 0) {
-		printf("SKIP: kept regions need a tmpfs mounted huge=: run as root\n");
-		exit(77);
-	}
-	if (!cass_data_dir(dir, n, "256m,huge=always")) {
-		printf("SKIP: cannot mount a tmpfs huge=always in a private mount namespace\n");
-		exit(77);
-	}
+	cass_huge_dir(dir, n, "256m,huge=always", "kept regions need a tmpfs mounted huge=");
 }
 
 /* what a child acknowledged: key, seq, and the value's tag and length */
@@ -405,32 +398,14 @@ static void case_warm(void)
 	cass_rm_dir(dir);
 }
 
-/* flip one byte in the middle of the first run of n bytes c in file p */
+/* flip one byte in the middle of the first run of n bytes c in dir/name */
 static bool flip(const char *dir, const char *name, char c, size_t n)
 {
-	char p[128], *pat = malloc(n), *m, *at;
-	struct stat sb;
-	int fd;
+	char p[128], pat[1024];
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	fd = open(p, O_RDWR | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sb) || !pat) {
-		free(pat);
-		return false;
-	}
-	m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED) {
-		free(pat);
-		return false;
-	}
 	memset(pat, c, n);
-	at = memmem(m, (size_t)sb.st_size, pat, n);
-	if (at)
-		at[n / 2] ^= 0x20;
-	munmap(m, (size_t)sb.st_size);
-	free(pat);
-	return at != NULL;
+	return cass_flip(p, pat, n, n / 2, 0, false);
 }
 
 static void case_damaged(void)

@@ -21,8 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,6 +121,47 @@ static inline bool cass_data_dir(char *dir, size_t n, const char *size)
 	ns = true;
 	snprintf(opts, sizeof(opts), "size=%s", size);
 	return mount("none", dir, "tmpfs", 0, opts) == 0;
+}
+
+/* A tmpfs of `size` (e.g. "256m,huge=always") of our own, or exit 77 with
+ * why: `needs` is what the suite needs root for. */
+static inline void cass_huge_dir(char *dir, size_t n, const char *size, const char *needs)
+{
+	if (geteuid() != 0) {
+		printf("SKIP: %s: run as root\n", needs);
+		exit(77);
+	}
+	if (!cass_data_dir(dir, n, size)) {
+		printf("SKIP: cannot mount a tmpfs %s in a private mount namespace\n", size);
+		exit(77);
+	}
+}
+
+/* Flip one bit of the byte at pat[at] in the first (or last) run of the n
+ * bytes pat in file p at or past offset from; false if there is none. */
+static inline bool cass_flip(const char *p, const void *pat, size_t n, size_t at, size_t from,
+			     bool last)
+{
+	struct stat sb;
+	char *m, *hit, *nx;
+	int fd = open(p, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &sb) || (size_t)sb.st_size <= from) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return false;
+	hit = memmem(m + from, (size_t)sb.st_size - from, pat, n);
+	while (last && hit && (nx = memmem(hit + n, (size_t)(m + sb.st_size - (hit + n)), pat, n)))
+		hit = nx;
+	if (hit)
+		hit[at] ^= 0x20;
+	munmap(m, (size_t)sb.st_size);
+	return hit != NULL;
 }
 
 static inline void cass_rm_dir(const char *dir)

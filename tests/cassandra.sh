@@ -17,7 +17,11 @@
 #   6. YCSB's measurement (#22): rows of 10 x 100 B with one-field updates;
 #      a 1-record load timed below the old 100 ms quantum; --warmup's
 #      operations not measured; --target paces, and a SIGSTOP stall shows in
-#      the latency from the intended start.
+#      the latency from the intended start;
+#   7. the row cache image (#18 part 3, --cache-image): saved at a clean
+#      close, loaded lazily at the reopen of --verify's full scan (every
+#      read right); --restart --cache-image's warm, cold and image restarts
+#      after clean shutdowns: nothing acknowledged lost, the image used.
 # Needs root for its tmpfs mounts (runs in a private mount namespace);
 # exits 77 otherwise.
 #   cassandra.sh BUILD_DIR SOURCE_DIR
@@ -269,16 +273,23 @@ grep -q "kept row cache: attached, warm" "$T/keep-mid-run.check" &&
 # --restart: prime, warm and cold restarts, a final check of every key
 # (100k records x 10 x 100 B, 97 MiB, against a 48 MiB cache: big enough that a cold
 # cache is still far from warm after 100 ms)
-mnt "$T/m5" huge=always,size=1g
-if "$BIN" --data "$T/m5" --restart --records 100000 --threads 8 --seconds 2 --cache-mb 48 \
-	--memtable-mb 4 --workloads b --repeat 1 >"$T/restart.log" 2>&1; then
-	ok "--restart exits 0"
-else
-	bad "--restart failed (exit $?)"; tail -20 "$T/restart.log"
-fi
-grep -q "^acknowledged writes lost: 0 (" "$T/restart.log" &&
-	ok "--restart: $(grep -o '^acknowledged writes lost.*' "$T/restart.log")" ||
-	bad "--restart: $(grep 'lost' "$T/restart.log" | tail -3)"
+# restart_run NAME DIR [options]: that run into $T/NAME.log; it exits 0
+# and loses nothing acknowledged, with no wrong read
+restart_run() {
+	local name=$1 d=$2
+	shift 2
+	mnt "$d" huge=always,size=1g
+	if "$BIN" --data "$d" --restart --records 100000 --threads 8 --seconds 2 --cache-mb 48 \
+		--memtable-mb 4 --workloads b --repeat 1 "$@" >"$T/$name.log" 2>&1; then
+		ok "--restart $* exits 0"
+	else
+		bad "--restart $* failed (exit $?)"; tail -20 "$T/$name.log"
+	fi
+	grep -q "^acknowledged writes lost: 0 (.* 0 wrong reads" "$T/$name.log" &&
+		ok "--restart $*: $(grep -o '^acknowledged writes lost.*' "$T/$name.log")" ||
+		bad "--restart $*: $(grep 'lost' "$T/$name.log" | tail -3)"
+}
+restart_run restart "$T/m5"
 grep -q "^\[warm 1\] kv_open .* row cache warm .* memtables kept" "$T/restart.log" &&
 	grep -q "^\[cold 1\] kv_open .* row cache new" "$T/restart.log" &&
 	ok "--restart: warm attached both kept regions, cold started fresh" ||
@@ -368,6 +379,30 @@ else
 fi
 grep -q "intended" "$T/target.log" && ok "--target: the table shows the intended-start latency" ||
 	bad "--target: no intended-start row in the table"
+
+# ---- 7. the row cache image (#18 part 3) ----
+# --verify closes and reopens: the close saves the image, the reopen loads
+# it lazily and the full scan reads every key while it arrives
+mnt "$T/m7" huge=always,size=512m
+if "$BIN" --data "$T/m7" "${SMALL[@]}" --workloads b,a --verify --cache-image rowcache.img \
+	--json "$T/image.json" >"$T/image.log" 2>&1; then
+	ok "--cache-image: verify run exits 0"
+else
+	bad "--cache-image: verify run failed (exit $?)"; tail -20 "$T/image.log"
+fi
+grep -q "row cache image: loading lazily, serving already ([1-9][0-9]* rows" "$T/image.log" &&
+	ok "--cache-image: the reopen loads the image: $(grep -o 'row cache image: loading.*' "$T/image.log" | cut -c1-160)" ||
+	bad "--cache-image: the reopen did not load the image: $(grep 'row cache image' "$T/image.log" | tail -1 | cut -c1-200)"
+grep -q '"verify":{"enabled":true,"reads":[1-9][0-9]*,"errors":0}' "$T/image.json" &&
+	ok "--cache-image: every read right, the full scan from the image too ($(grep -o '"reads":[0-9]*' "$T/image.json"))" ||
+	bad "--cache-image: verify summary: $(grep -o '"verify":{[^}]*}' "$T/image.json")"
+# --restart --cache-image: clean shutdowns; warm, cold and image restarts
+restart_run restart-image "$T/m8" --cache-image "$T/rowcache.img"
+grep -q "^\[image 1\] kv_open .* row cache new from the image ([1-9][0-9]* rows" "$T/restart-image.log" &&
+	grep -q "^\[warm 1\] kv_open .* row cache warm" "$T/restart-image.log" &&
+	grep -q "^\[cold 1\] kv_open .* row cache new;" "$T/restart-image.log" &&
+	ok "--restart --cache-image: warm attached, cold started empty, image loaded the image" ||
+	bad "--restart --cache-image: $(grep '^\[\(warm\|cold\|image\) 1\] kv_open' "$T/restart-image.log" | cut -c1-200)"
 
 echo "$PASS passed, $FAIL failed"
 [ $FAIL = 0 ]

@@ -12,6 +12,7 @@ CF=${CLANG_FORMAT:-clang-format}
 command -v "$CF" >/dev/null || { echo "format: $CF missing (scripts/deps.sh)" >&2; exit 1; }
 ENFORCED="src/attach.c src/errors.c src/parse.c src/parse.h src/sized.c src/names.c tools/*.c tools/*.h tests/hpr_hold.c
 	tests/abi/*.c
+	src/lazyload.c src/lazyfill.c src/lazyload.h tests/test_lazyload.c
 	tests/test_attach.c tests/test_parse_regress.c tests/fuzz/*.c"
 fails=0
 for f in $ENFORCED; do

@@ -33,6 +33,10 @@ expect 2 "bad number '0' for --repeat" --matrix --repeat 0
 expect 2 "unexpected argument" extra
 expect 2 "--json and --quick go with --matrix" --json /tmp/kl.json
 expect 2 "--json and --quick go with --matrix" -b thp --quick
+expect 2 "--restore-lazy goes with --snapshot PREFIX" --restore-lazy
+expect 2 "--restore-lazy goes with --snapshot PREFIX" --restore-lazy --matrix --snapshot /tmp/kl
+expect 2 "--restore-lazy goes with --snapshot PREFIX (not --keep" --restore-lazy \
+	--keep /dev/shm/kl --snapshot /tmp/kl
 
 # More RAM than the hugetlb pool holds. Other suites resize the pool under
 # the system lock (tests/lib.sh); hold it so the pool can't change under us.

@@ -36,18 +36,10 @@
 set -u
 K=$1
 SHIM=${2:-}
-if ! probe=$("$K" --probe 2>&1); then
-	echo "SKIP: kvmlite-guest: no usable /dev/kvm: $probe" >&2
-	exit 77
-fi
-echo "kvmlite-guest: $probe"
-T=$(mktemp -d /tmp/kvmlite-guest.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-R="-m 64M --rand-iters 65536 --stride-reps 1"
-fail=0
-KL_TAG=kvmlite-guest
 # shellcheck source=kvmlite-lib.sh
 . "$(dirname "$0")/kvmlite-lib.sh"
+kl_begin kvmlite-guest "$K"
+R="-m 64M --rand-iters 65536 --stride-reps 1"
 
 # -- item 7: the whole vCPU through a snapshot ------------------------------
 expect 0 "vCPU restored and read back equal: regs sregs fpu .*MSRs .*CPUID" \

@@ -2,7 +2,8 @@
 # kvm-lite on this machine's own /dev/kvm, when it is usable (kvm-lite
 # --probe opens it and creates a VM: kvm_intel, kvm_amd or kvm_pvm): a
 # plain run, free page reporting, snapshot/restore on a huge tmpfs and
-# hugetlb, and the quick host x guest matrix. Where /dev/kvm is not usable
+# hugetlb, the same restored on demand (--restore-lazy, kvmlite-lazy.sh),
+# and the quick host x guest matrix. Where /dev/kvm is not usable
 # it says so and passes: kvm-lite then runs on real KVM only in the nested
 # guest (kvmlite_vm, label vm), which runs on every machine. Run as root
 # (hugetlb pool, private mount namespace for the tmpfs).
@@ -46,6 +47,14 @@ run "hugetlb, 4 KiB guest pages" -m 64M -b hugetlb -g 4k
 run "free page reporting" -m 64M -b thp --fpr
 run "snapshot/restore on a huge tmpfs" -m 64M -b shmem-huge --fpr --snapshot "$snap/s"
 run "snapshot/restore on hugetlb" -m 64M -b hugetlb --snapshot "$snap/h"
+# --restore-lazy on each backing (hugetlb from the pool raised above) and
+# the eager fallback without userfaultfd
+if sh "$(dirname "$0")/kvmlite-lazy.sh" "$K"; then
+	echo "ok: --restore-lazy (tests/kvmlite-lazy.sh)"
+else
+	echo "FAIL: --restore-lazy (tests/kvmlite-lazy.sh)" >&2
+	fail=1
+fi
 run "matrix" -m 32M --matrix --quick --fpr
 # the guest's exception path (IDT, TSS.rsp0) still reports to the VMM
 out=$("$K" -m 16M --test-guest-fault 2>&1)

@@ -18,6 +18,11 @@
 #       runs only tests/kvmlite-guest.sh in the guest: the whole vCPU
 #       through a snapshot, a hostile guest, watchdog, signals and kicks
 #       (without its LD_PRELOAD shim cases)
+#   KVMLITE_VM_ONLY=lazy tests/kvmlite-vm.sh build
+#       runs only tests/kvmlite-lazy.sh in the guest: --restore-lazy on a
+#       huge tmpfs, a shmem memfd, THP and hugetlb (the guest's pool), and
+#       the eager fallback without userfaultfd (the host's util-linux
+#       setpriv, copied in, drops CAP_SYS_PTRACE; busybox's cannot)
 #   KVMLITE_VM_ONLY=keep tests/kvmlite-vm.sh build
 #       runs only the --keep cases: tests/kvmlite-keep.sh in the guest on a
 #       tmpfs huge=always and on hugetlbfs (its own pool; the only place the
@@ -74,16 +79,27 @@ done
 cp "$KVMLITE" "$ROOT/bin/kvm-lite"
 cp "$(dirname "$0")/kvmlite-keep.sh" "$ROOT/keep.sh"
 cp "$(dirname "$0")/kvmlite-guest.sh" "$ROOT/guest.sh"
-cp "$(dirname "$0")/kvmlite-lib.sh" "$ROOT/kvmlite-lib.sh" # what both source
+cp "$(dirname "$0")/kvmlite-lazy.sh" "$ROOT/lazy.sh"
+cp "$(dirname "$0")/kvmlite-lib.sh" "$ROOT/kvmlite-lib.sh" # guest.sh, keep.sh and lazy.sh source it
+# util-linux setpriv for lazy.sh's eager fallback (busybox's has no
+# --bounding-set); not on /bin, where busybox installs its own
+SETPRIV=$(command -v setpriv || true)
+mkdir -p "$ROOT/ul"
+if [ -n "$SETPRIV" ] && "$SETPRIV" --help 2>&1 | grep -q -- --bounding-set; then
+	cp "$SETPRIV" "$ROOT/ul/setpriv"
+fi
 # the binary's shared libraries: the loader at its own path, the rest in
 # /lib/kvm-lite (LD_LIBRARY_PATH; the build tree's rpath may be under /tmp,
 # which the guest mounts over)
 mkdir -p "$ROOT/lib/kvm-lite"
-ldd "$KVMLITE" | awk '/=>/ {print $3}' | while read -r lib; do
-	[ -f "$lib" ] && cp -L "$lib" "$ROOT/lib/kvm-lite/"
-done
-ldd "$KVMLITE" | awk '/^\t\// {print $1}' | while read -r lib; do
-	cp --parents -L "$lib" "$ROOT/"
+for bin in "$KVMLITE" "$ROOT"/ul/*; do
+	[ -f "$bin" ] || continue
+	ldd "$bin" | awk '/=>/ {print $3}' | while read -r lib; do
+		[ -f "$lib" ] && cp -L "$lib" "$ROOT/lib/kvm-lite/"
+	done
+	ldd "$bin" | awk '/^\t\// {print $1}' | while read -r lib; do
+		cp --parents -L "$lib" "$ROOT/"
+	done
 done
 cat >"$ROOT/init" <<'EOF'
 #!/bin/busybox sh
@@ -129,6 +145,12 @@ sh /keep.sh /bin/kvm-lite /keep-huge 64M; echo "KVMLITE-CASE keep-hugetlbfs rc=$
 # kvm_amd a lost TSC shows too), hostile requests, watchdog, signals, kicks
 GUEST_CASES='echo "KVMLITE-RUN guest: guest.sh"
 sh /guest.sh /bin/kvm-lite; echo "KVMLITE-CASE guest rc=$?"'
+# --restore-lazy on every backing with a snapshot, and the eager fallback
+# (this throwaway guest's sysctl at 0, as on the host, in case its kernel
+# defaults otherwise)
+LAZY_CASES='echo "KVMLITE-RUN lazy: lazy.sh"
+echo 0 > /proc/sys/vm/unprivileged_userfaultfd
+HPR_TEST_NO_SKIP=1 SETPRIV=/ul/setpriv sh /lazy.sh /bin/kvm-lite; echo "KVMLITE-CASE lazy rc=$?"'
 if [ -n "${KVMLITE_VM_ARGS:-}" ]; then
 	# one case of your own, e.g. KVMLITE_VM_ARGS="-m 256M --matrix --repeat 3"
 	echo "run custom $KVMLITE_VM_ARGS${KVMLITE_VM_JSON:+ --json /tmp/kvm-lite.json}" >"$ROOT/cases"
@@ -138,6 +160,9 @@ elif [ "${KVMLITE_VM_ONLY:-}" = keep ]; then
 	NCASES=2
 elif [ "${KVMLITE_VM_ONLY:-}" = guest ]; then
 	echo "$GUEST_CASES" >"$ROOT/cases"
+	NCASES=1
+elif [ "${KVMLITE_VM_ONLY:-}" = lazy ]; then
+	echo "$LAZY_CASES" >"$ROOT/cases"
 	NCASES=1
 else
 	cat >"$ROOT/cases" <<'EOF'
@@ -154,7 +179,8 @@ run hugetlb-1g-fpr -m 2G --rand-iters 65536 --stride-reps 1 -b hugetlb-1g -g 2m 
 EOF
 	echo "$KEEP_CASES" >>"$ROOT/cases"
 	echo "$GUEST_CASES" >>"$ROOT/cases"
-	NCASES=12
+	echo "$LAZY_CASES" >>"$ROOT/cases"
+	NCASES=13
 	# hugetlb-1g: two 1 GiB pages reserved at boot (a runtime 1 GiB
 	# allocation rarely finds a free aligned range), and RAM for them
 	# past the 2 GiB below-4G window q35 gives
@@ -195,6 +221,11 @@ if [ "${KVMLITE_VM_ONLY:-}" = guest ]; then
 	[ $fail = 0 ] && echo "kvmlite-vm: the guest cases passed on real KVM (nested, TCG)"
 	exit $fail
 fi
+if [ "${KVMLITE_VM_ONLY:-}" = lazy ]; then
+	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE lazy rc=0" || fail=1
+	[ $fail = 0 ] && echo "kvmlite-vm: the --restore-lazy cases passed on real KVM (nested, TCG)"
+	exit $fail
+fi
 if [ "${KVMLITE_VM_ONLY:-}" = keep ]; then
 	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE keep-shmem rc=0" || fail=1
 	tr -d '\r' <"$LOG" | grep -q "KVMLITE-CASE keep-hugetlbfs rc=0" || fail=1
@@ -218,7 +249,9 @@ for want in "checksum 0x[0-9a-f]*: matches the host view" "checksum after reuse"
 	"restored into a new VM (hugetlb RAM, 2048 KiB pages)" \
 	"host hugetlb-1g (hpregion hugetlb, 1 GiB pages, shared fd)" \
 	"host coverage: 2048 of 2048 MiB huge-mapped (100%)" \
-	"kvm_amd (hardware SVM), nested paging Y" "guest exception 6 (#UD) at CPL 3"; do
+	"kvm_amd (hardware SVM), nested paging Y" "guest exception 6 (#UD) at CPL 3" \
+	"kvmlite-lazy: ok: hugetlb: [1-9][0-9]* pages demanded" \
+	"kvmlite-lazy: ok: eager fallback without userfaultfd"; do
 	grep -q "$want" "$LOG" || { echo "kvmlite-vm: missing in output: $want" >&2; fail=1; }
 done
 rows=$(tr -d '\r' <"$LOG" | grep -cE '^(4k|thp|hugetlb|shmem-huge) +(4k|2m) +[0-9]' || true)

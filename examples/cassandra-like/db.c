@@ -139,6 +139,8 @@ static int replay_rec(const struct kv_log_rec *r, void *arg)
 	struct kv_sst *t;
 	int rc;
 
+	if (db->img_check)
+		kv__image_stale_key(db, r->key, r->seq);
 	if (!kv_mt_has_room(db->active, r->len)) {
 		/* replay overflowed a memtable: flush it right here. Its log
 		 * segments stay until the memtable holding their tail is
@@ -170,11 +172,24 @@ void kv_close(struct kv_db *db)
 	}
 	/* The memtables are not flushed: their records are in the commit
 	 * log, and the next open replays them (so every open tests replay). */
-	if (db->log_open)
+	if (db->log_open) {
+		uint64_t seq = kv_log_durable(&db->log);
+
 		kv_log_close(&db->log);
+		/* the row cache image: saved with the log's position, unless a
+		 * write failed (then nothing is saved, and the old image is
+		 * judged against the log at the next open as always) */
+		kv__image_close(db, db->log.err ? 0 : seq);
+	} else {
+		kv__image_close(db, 0);
+	}
 	for (size_t i = 0; i < db->ntables; i++)
 		kv_sst_close(db->tables[i], false);
 	free(db->tables);
+	if (db->cold) {
+		kv_rc_destroy(db->cold);
+		free(db->cold);
+	}
 	if (db->cache_on)
 		kv_rc_destroy(&db->cache);
 	kv_mem_destroy(&db->mtmem);
@@ -341,6 +356,7 @@ static int open_memory(struct kv_db *db)
 {
 	const struct kv_opts *o = &db->o;
 	const char *rdir = o->region_dir ? o->region_dir : db->dir;
+	struct kv_rc_image img = { .fd = -1, .nowait = o->image_nowait };
 	int rc;
 
 	if (o->keep && (o->cache_backing != KV_MEM_SHMEM || o->memtable_backing != KV_MEM_SHMEM))
@@ -356,16 +372,32 @@ static int open_memory(struct kv_db *db)
 
 	/* row cache first, and start prefaulting it: it warms up while the
 	 * tables are opened, the log is replayed and requests arrive */
+	if (o->cache_image)
+		kv__image_find(db, &img, &db->img_seq);
+	db->img_t0 = kv_now_ns();
 	rc = kv_rc_init(&db->cache, o->cache_bytes, o->row_hint ? o->row_hint : 2048, NSTRIPES,
-			o->cache_backing, rdir, o->keep ? db->keep_id : 0, &db->keep.cache_warm);
+			o->cache_backing, rdir, o->keep ? db->keep_id : 0, &db->keep.cache_warm,
+			o->cache_image ? &img : NULL);
+	if (img.fd >= 0)
+		close(img.fd); /* a lazy load has its own copy */
 	if (rc)
 		return rc;
 	db->cache_on = true;
+	atomic_store(&db->rc, &db->cache);
+	db->keep.image_on = o->cache_image != NULL;
+	db->keep.image_loaded = db->img_check = img.loaded;
+	if (img.loaded) {
+		db->keep.cache_warm = false; /* warm from the image, not kept */
+		db->keep.image_rows = db->cache.kept_rows;
+		db->keep.image_seq = db->img_seq;
+	}
+	snprintf(db->keep.image_why, sizeof(db->keep.image_why), "%s", img.why);
 	db->keep.cache_attached = db->cache.mem.attached;
 	db->keep.cache_rows = db->cache.kept_rows;
 	db->keep.cache_dropped = db->cache.kept_dropped;
 	snprintf(db->keep.cache_why, sizeof(db->keep.cache_why), "%s", db->cache.cold_why);
-	rc = kv_mem_prefault_start(&db->cache.mem);
+	/* an image loading: its fill is the prefault (the rest follows it) */
+	rc = img.loaded ? 0 : kv_mem_prefault_start(&db->cache.mem);
 	if (rc)
 		return kv_fail(rc, "cannot start the cache prefault: %s", hpr_strerror(rc));
 
@@ -399,6 +431,14 @@ static int open_tables_and_log(struct kv_db *db)
 	for (size_t i = 0; i < db->ntables; i++)
 		if (db->tables[i]->f.max_seq > max_seq)
 			max_seq = db->tables[i]->f.max_seq;
+	if (db->img_check) {
+		/* the image's rows of keys written since it was saved go: from
+		 * the tables here, from the log as it is replayed (the kept
+		 * memtables' reconciliation reads it apart: here too) */
+		rc = kv__image_stale(db, db->mt_check, max_seq);
+		if (rc)
+			return rc;
+	}
 
 	t0 = kv_now_ns();
 	if (db->mt_check) {
@@ -493,6 +533,8 @@ int kv_open(const struct kv_opts *o, struct kv_db **out)
 		rc = open_tables_and_log(db);
 	if (!rc)
 		rc = start_threads(db);
+	if (!rc)
+		rc = kv__image_start(db);
 	if (rc) {
 		/* kv_close() may overwrite the message: keep it */
 		char msg[512];
@@ -619,7 +661,7 @@ int kv_put(struct kv_db *db, uint64_t key, const void *val, uint32_t len, uint64
 			 * a row older than the log. No read refills it meanwhile:
 			 * a miss fills under the row lock we hold, and after it
 			 * skips this version until it is durable (kv_get). */
-			kv_rc_invalidate(&db->cache, key);
+			kv_rc_invalidate(kv__cache(db), key);
 			/* log and memtable in one critical section: seq order is
 			 * memtable order, and a switch (wrlock) sees neither half */
 			rc = kv_log_append(&db->log, key, val, len, &seq, &crc);
@@ -697,9 +739,9 @@ static int get(struct kv_db *db, uint64_t key, struct get_req *q)
 	 * never queue behind a writer of its stripe. A put invalidates the
 	 * cache before it returns, so a hit is never older than an
 	 * acknowledged write. */
-	if (q->part ? kv_rc_get_part(&db->cache, key, q->off, q->buf, q->cap, &q->len, &q->vlen,
+	if (q->part ? kv_rc_get_part(kv__cache(db), key, q->off, q->buf, q->cap, &q->len, &q->vlen,
 				     &q->seq) :
-		      kv_rc_get(&db->cache, key, q->buf, q->cap, &q->len, &q->seq)) {
+		      kv_rc_get(kv__cache(db), key, q->buf, q->cap, &q->len, &q->seq)) {
 		if (!q->part)
 			q->vlen = q->len;
 		return q->off > q->vlen ? -ERANGE : 0;
@@ -745,7 +787,7 @@ static int get(struct kv_db *db, uint64_t key, struct get_req *q)
 	}
 	pthread_rwlock_unlock(&db->lsm);
 	if (!rc && !newer && q->fill && (!q->part || whole))
-		kv_rc_put(&db->cache, key, seq, q->part ? whole : q->buf, vlen);
+		kv_rc_put(kv__cache(db), key, seq, q->part ? whole : q->buf, vlen);
 	pthread_mutex_unlock(s);
 	if (whole != small)
 		free(whole);
@@ -792,7 +834,9 @@ int kv_get_part(struct kv_db *db, uint64_t key, uint32_t off, void *buf, uint32_
 
 void kv_db_keep_info(struct kv_db *db, struct kv_keep_info *ki)
 {
+	pthread_mutex_lock(&db->bg_mu); /* the image's watcher may write it */
 	*ki = db->keep;
+	pthread_mutex_unlock(&db->bg_mu);
 }
 
 /* ---- observing ---- */
@@ -806,10 +850,12 @@ void kv_db_stats(struct kv_db *db, struct kv_stats *st)
 	st->compactions = atomic_load(&db->compactions);
 	st->stalls = atomic_load(&db->stalls);
 	st->stall_ns = atomic_load(&db->stall_ns);
-	st->cache_hits = atomic_load(&db->cache.hits);
-	st->cache_misses = atomic_load(&db->cache.misses);
-	st->cache_evictions = atomic_load(&db->cache.evictions);
-	st->cache_crc_dropped = atomic_load(&db->cache.crc_dropped);
+	for (struct kv_rowcache *c = &db->cache; c; c = c == &db->cache ? db->cold : NULL) {
+		st->cache_hits += atomic_load(&c->hits);
+		st->cache_misses += atomic_load(&c->misses);
+		st->cache_evictions += atomic_load(&c->evictions);
+		st->cache_crc_dropped += atomic_load(&c->crc_dropped);
+	}
 	pthread_mutex_lock(&db->log.mu);
 	st->log_batches = db->log.batches;
 	st->log_bytes = db->log.synced_bytes;
@@ -819,13 +865,16 @@ void kv_db_stats(struct kv_db *db, struct kv_stats *st)
 	for (size_t i = 0; i < db->ntables; i++)
 		st->sst_bytes += db->tables[i]->size;
 	pthread_rwlock_unlock(&db->lsm);
-	kv_mem_prefault_progress(&db->cache.mem, &st->prefault_done, &st->prefault_total);
+	kv_mem_prefault_progress(&kv__cache(db)->mem, &st->prefault_done, &st->prefault_total);
+	kv_mem_load_progress(&db->cache.mem, &st->image_loaded, &st->image_demanded,
+			     &st->image_total);
+	st->image_loading = atomic_load(&db->cache.loading) && !atomic_load(&db->cache.dead);
 }
 
 void kv_db_coverage(struct kv_db *db, size_t res[3], size_t huge[3])
 {
 	res[0] = res[1] = res[2] = huge[0] = huge[1] = huge[2] = 0;
-	kv_mem_coverage(&db->cache.mem, &res[0], &huge[0]);
+	kv_mem_coverage(&kv__cache(db)->mem, &res[0], &huge[0]);
 	kv_mem_coverage(&db->mtmem, &res[1], &huge[1]);
 	kv_smaps_files(db->dir, &res[2], &huge[2]);
 }

@@ -39,6 +39,21 @@ struct kv_db {
 	_Atomic uint64_t next_gen; /* file number of the next table */
 	struct kv_rowcache cache;
 	bool cache_on;
+	/* The cache in use: &cache, or after a failed image load the cold one
+	 * that replaced it (image.c). Loaded under the row lock by whoever
+	 * fills or invalidates, so a put never misses the cache a read fills. */
+	struct kv_rowcache *_Atomic rc;
+	struct kv_rowcache *_Atomic cold;
+	/* the row cache image (image.c) */
+	char img_path[PATH_MAX]; /* kv_opts.cache_image, resolved; "": none */
+	uint64_t img_seq;	 /* the log position the loaded image was saved at */
+	bool img_check;		 /* open: clear the slots of keys written after it */
+	char img_drop[256];	 /* open: why the loaded image must go after all */
+	pthread_t img_watcher;	 /* waits for the lazy load's end */
+	bool img_watch_on;
+	pthread_t img_fetch[2]; /* image_nowait: kv_rc_fetcher() */
+	int img_nfetch;
+	uint64_t img_t0;		   /* when the load began (ns), for the note */
 	pthread_mutex_t stripes[NSTRIPES]; /* row locks, by key hash */
 	pthread_t flusher, compactor;
 	bool threads_on;
@@ -64,5 +79,23 @@ void *kv__flusher_main(void *arg);
 int kv__mt_recover(struct kv_db *db, uint64_t tmax, uint64_t *max_gen, uint64_t *max_seq,
 		   uint64_t *torn);
 void *kv__compactor_main(void *arg);
+
+/* the row cache in use (see kv_db.rc) */
+static inline struct kv_rowcache *kv__cache(struct kv_db *db)
+{
+	return atomic_load_explicit(&db->rc, memory_order_acquire);
+}
+/* image.c: the image for kv_rc_init (img->fd -1: none, img->why says why) */
+void kv__image_find(struct kv_db *db, struct kv_rc_image *img, uint64_t *seq);
+/* open, with the tables loaded: clear the cache slots of keys the tables
+ * hold writes of newer than the image; the log's are cleared in replay
+ * (kv__image_stale_key), or here from min_seq when replay_log is set */
+int kv__image_stale(struct kv_db *db, bool replay_log, uint64_t min_seq);
+void kv__image_stale_key(struct kv_db *db, uint64_t key, uint64_t seq);
+/* open, at the end: an image newer than the data dir is dropped; a lazy
+ * load still running gets its watcher */
+int kv__image_start(struct kv_db *db);
+/* close: wait for the load, save the image */
+void kv__image_close(struct kv_db *db, uint64_t log_seq);
 
 #endif /* KV_DB_H */

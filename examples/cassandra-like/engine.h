@@ -21,6 +21,12 @@
  * to; each is checked at open, the memtables against the commit log, and
  * whatever fails its checks starts cold.
  *
+ * Row cache image (kv_opts.cache_image, image.c): the row cache saved with
+ * hpr_save at a clean close and loaded lazily (hpr_load, HPR_SNAP_LAZY) at
+ * the next open when no kept cache is attached; valid only for the data
+ * dir's last save (a token in DIR/CACHEIMAGE), with the keys written since
+ * cleared; a failed load makes a cold cache, never a wrong row or a crash.
+ *
  * Durability: a put is acknowledged only once its commit-log record is
  * fdatasync'ed. On open the log is replayed into the memtable, so a kill -9
  * loses no acknowledged write. What "acknowledged" promises depends on
@@ -98,6 +104,19 @@ int kv_mem_release(struct kv_mem *m, size_t off, size_t len);
 int kv_mem_prefault_start(struct kv_mem *m);
 int kv_mem_prefault_progress(struct kv_mem *m, size_t *done, size_t *total);
 int kv_mem_prefault_wait(struct kv_mem *m);
+/* hpr_fault_in() of [off, off+len), quietly: 0 once it is mapped (during a
+ * lazy load: loaded and verified), else -errno with no message */
+int kv_mem_ready(struct kv_mem *m, size_t off, size_t len);
+/* A row cache image (image.c): hpr_save() of the region; hpr_load() of
+ * one into a fresh region with HPR_SNAP_LAZY, which returns once the
+ * image is checked and pages then arrive on first touch or from the
+ * background fill; _wait: its end (0, or the error that emptied the
+ * region); _cancel: end it now (then _wait) */
+int kv_mem_save(struct kv_mem *m, int fd);
+int kv_mem_load_lazy(struct kv_mem *m, int fd);
+int kv_mem_load_wait(struct kv_mem *m);
+void kv_mem_load_cancel(struct kv_mem *m);
+void kv_mem_load_progress(struct kv_mem *m, size_t *loaded, size_t *demanded, size_t *total);
 /* resident bytes and how many of them are huge-mapped, from the kernel */
 int kv_mem_coverage(struct kv_mem *m, size_t *resident, size_t *huge);
 const char *kv_backing_name(enum kv_backing b);
@@ -345,14 +364,50 @@ struct kv_rowcache {
 	bool check_crc;			  /* kept: a hit's row is checked against its crc */
 	uint64_t kept_rows, kept_dropped; /* a kept cache: index slots kept and cleared */
 	char cold_why[160];		  /* a kept cache started cold: why */
+	/* An image being loaded lazily (image.c): while loading, a frame's
+	 * rows are touched only once kv_mem_ready() mapped it (ready[f]), so
+	 * nobody ever touches a page a failed load left PROT_NONE. */
+	_Atomic bool loading;
+	_Atomic uint8_t *ready; /* per frame: 0, KV_RC_QUEUED, KV_RC_READY */
+	/* nowait (kv_opts.image_nowait): a read of a frame not mapped yet is a
+	 * miss, and the frame goes on a queue that kv_rc_fetcher() threads map
+	 * (demand first in the library), instead of the read waiting for it */
+	bool nowait;
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv;
+	size_t *q, q_head, q_tail; /* a ring of nframes: each frame queued once */
+	bool q_stop;
+	/* the load failed and a cold cache replaced this one (image.c): every
+	 * call is a miss or does nothing from now on */
+	_Atomic bool dead;
 	_Atomic uint64_t hits, misses, inserts, evictions, torn, crc_dropped;
 };
 #define KV_RC_WAYS 8
 
+/* An image to load (image.c): fd of the file, and the token the data dir's
+ * CACHEIMAGE file says it must carry; out: whether it was taken, or why not */
+struct kv_rc_image {
+	int fd;
+	uint64_t token;
+	bool nowait; /* kv_opts.image_nowait */
+	bool loaded;
+	char why[256];
+};
+
 /* keep_id != 0: a kept region (restart.c), attached and checked if it is
- * there and was kept for keep_id; *warm says whether its rows were kept */
+ * there and was kept for keep_id; *warm says whether its rows were kept.
+ * img != NULL: rows carry a crc (for the image saved at close); with
+ * img->fd >= 0 and no kept cache attached, the image is loaded lazily. */
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
-	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm);
+	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm,
+	       struct kv_rc_image *img);
+/* the image's lazy load ended well: every frame is mapped, no more checks */
+void kv_rc_loaded(struct kv_rowcache *rc);
+/* nowait: a thread that maps the frames reads queued, until kv_rc_fetch_stop */
+void *kv_rc_fetcher(void *rc);
+void kv_rc_fetch_stop(struct kv_rowcache *rc);
+#define KV_RC_QUEUED 1
+#define KV_RC_READY 2
 void kv_rc_destroy(struct kv_rowcache *rc);
 /* Lock-free (a seqlock-style copy): a hit is an intact row that was in
  * the cache during the call. */
@@ -384,6 +439,16 @@ struct kv_opts {
 	 * and "memtable" in region_dir, on a tmpfs huge= mount, that the next
 	 * open attaches to and checks. Both backings must be KV_MEM_SHMEM. */
 	bool keep;
+	/* The row cache image (image.c): a file (relative: in the data dir)
+	 * that kv_close() saves the row cache to and kv_open() loads it from,
+	 * lazily, when no kept cache is attached -- a warm start after the
+	 * tmpfs (and the kept regions on it) was lost. NULL: none. */
+	const char *cache_image;
+	/* while the image loads, a read of a row whose page is not there yet
+	 * is a miss (the page is asked for in the background) instead of
+	 * waiting for the page: for a store whose misses cost less than a
+	 * page's read from the image's disk */
+	bool image_nowait;
 	/* tests only: called by the commit-log syncer before it writes each
 	 * batch, with no lock held (tests/cass_*.c stall the syncer here) */
 	void (*log_hook)(void *arg);
@@ -392,6 +457,11 @@ struct kv_opts {
 	 * hand, before it writes the table, with no lock held */
 	void (*flush_hook)(void *arg);
 	void *flush_hook_arg;
+	/* tests only: called by the image's watcher thread when the lazy load
+	 * has ended well, before the cache leaves its loading state, with no
+	 * lock held (tests/cass_image.c holds the store in that state) */
+	void (*image_hook)(void *arg);
+	void *image_hook_arg;
 };
 
 /* What an open with keep found (kv_db_keep_info) */
@@ -407,6 +477,15 @@ struct kv_keep_info {
 	uint64_t mt_discarded;		  /* nodes unlinked: not in the log */
 	uint64_t mt_replayed;		  /* log records missing from the kept nodes */
 	char cache_why[160], mt_why[160]; /* why either started cold */
+	/* the row cache image (kv_opts.cache_image) */
+	bool image_on;	      /* an image was asked for */
+	bool image_loaded;    /* its lazy load began: the cache is warm from it */
+	bool image_failed;    /* the load failed later: the cache went cold */
+	uint64_t image_rows;  /* index slots it brought */
+	uint64_t image_seq;   /* the commit log's position it was saved at */
+	uint64_t image_stale; /* keys written after it: their slots cleared */
+	double image_load_ms; /* the load's end, from its start (0: running) */
+	char image_why[256];  /* why it was not used, or why it failed */
 };
 
 struct kv_stats {
@@ -416,6 +495,10 @@ struct kv_stats {
 	uint64_t cache_crc_dropped; /* kept rows that failed their crc: never returned */
 	uint64_t sst_bytes;
 	size_t prefault_done, prefault_total;
+	/* the image's lazy load: bytes mapped, of them on demand, in all; and
+	 * whether it is still running */
+	size_t image_loaded, image_demanded, image_total;
+	bool image_loading;
 };
 
 struct kv_db;

@@ -10,6 +10,8 @@
  *   hpr_prefault_start/   background fault-in of the cache at startup while
  *   _progress/_wait       requests are already served
  *   hpr_stats             huge-page coverage, measured from smaps
+ *   hpr_save, hpr_load    the row cache image (image.c): saved at close,
+ *   (HPR_SNAP_LAZY)       loaded lazily at open; _wait/_cancel/_progress
  *
  * KV_MEM_BASE is what the engine would do without hpregion, used for the
  * base-page comparison run: mmap + MADV_NOHUGEPAGE, MADV_POPULATE_WRITE to
@@ -185,6 +187,61 @@ int kv_mem_release(struct kv_mem *m, size_t off, size_t len)
 	if (!m->r)
 		return madvise(m->base + off, len, MADV_FREE) ? -errno : 0;
 	return hpr_release_lazy(m->r, off, len);
+}
+
+int kv_mem_ready(struct kv_mem *m, size_t off, size_t len)
+{
+	if (!m->r)
+		return 0;
+	return hpr_fault_in(m->r, off, len);
+}
+
+int kv_mem_save(struct kv_mem *m, int fd)
+{
+	int rc;
+
+	if (!m->r)
+		return kv_fail(-EOPNOTSUPP, "%s: base-page memory has no image", m->name);
+	/* HPR_SNAP_SYNC: the data, then the header, each fdatasync'ed, so a
+	 * crash mid-save leaves a file hpr_load refuses, never a torn image */
+	rc = hpr_save(m->r, fd, HPR_SNAP_SYNC);
+	if (rc)
+		return kv_fail(rc, "%s: %s", m->name, hpr_strerror(rc));
+	return 0;
+}
+
+int kv_mem_load_lazy(struct kv_mem *m, int fd)
+{
+	int rc;
+
+	if (!m->r)
+		return kv_fail(-EOPNOTSUPP, "%s: base-page memory cannot load an image", m->name);
+	rc = hpr_load(m->r, fd, HPR_SNAP_LAZY, NULL);
+	if (rc)
+		return kv_fail(rc, "%s: %s", m->name, hpr_strerror(rc));
+	return 0;
+}
+
+int kv_mem_load_wait(struct kv_mem *m)
+{
+	int rc = m->r ? hpr_load_wait(m->r) : 0;
+
+	if (rc)
+		return kv_fail(rc, "%s: %s", m->name, hpr_strerror(rc));
+	return 0;
+}
+
+void kv_mem_load_cancel(struct kv_mem *m)
+{
+	if (m->r)
+		hpr_load_cancel(m->r);
+}
+
+void kv_mem_load_progress(struct kv_mem *m, size_t *loaded, size_t *demanded, size_t *total)
+{
+	*loaded = *demanded = *total = 0;
+	if (m->r)
+		hpr_load_progress(m->r, loaded, demanded, total);
 }
 
 static void *toucher(void *arg)

@@ -119,8 +119,139 @@ static int adopt(struct kv_rowcache *rc, char *why, size_t n)
 	return 0;
 }
 
+/*
+ * The row cache image (image.c) into a fresh region: hpr_load() with
+ * HPR_SNAP_LAZY returns once the file's header and page table are checked;
+ * the header, frame table and index are then mapped at once (a bad page
+ * there fails the load here) and checked as a kept cache's are (the
+ * header's owner is the token of the data dir's last save), while the
+ * frames arrive on first touch or from the background fill. Anything
+ * wrong: the load is cancelled, which empties the region, and false.
+ */
+static bool load_image(struct kv_rowcache *rc, struct kv_rc_image *img, const uint64_t geo[4],
+		       uint64_t owner)
+{
+	char why[200] = "";
+	bool index_err;
+	int err;
+
+	err = kv_mem_load_lazy(&rc->mem, img->fd);
+	if (err) {
+		snprintf(img->why, sizeof(img->why), "%s", kv_errmsg(err));
+		return false; /* refused before it touched the region */
+	}
+	err = kv_mem_ready(&rc->mem, 0, rc->frames_off);
+	index_err = err != 0;
+	if (err)
+		snprintf(why, sizeof(why), "its index pages: %s", hpr_strerror(err));
+	else if (!kv_kept_match(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, img->token, geo, why,
+				sizeof(why)) ||
+		 adopt(rc, why, sizeof(why)))
+		err = -ESTALE;
+	if (err == -ESTALE && rc->hdr->magic == KV_KEPT_RC_MAGIC && rc->hdr->owner != img->token)
+		snprintf(why, sizeof(why),
+			 "saved for another data dir, or before the data dir's "
+			 "last save (its CACHEIMAGE names another)");
+	if (!err && (!(rc->ready = calloc(rc->nframes, sizeof(*rc->ready))) ||
+		     !(rc->q = calloc(rc->nframes, sizeof(*rc->q)))))
+		err = -ENOMEM;
+	if (err) {
+		int lerr;
+
+		kv_mem_load_cancel(&rc->mem);
+		lerr = kv_mem_load_wait(&rc->mem); /* the region is empty again */
+		/* The index could not be mapped because the load had failed (the
+		 * fill met a bad page first, on a loaded machine even the last
+		 * one): the load's own error says why, whatever hpr_fault_in
+		 * answered -- hpregion before the lazyfix branch said -EBUSY,
+		 * "being loaded lazily: hpr_load_wait() first", once its thread
+		 * had ended the failed load (cass_image damaged, 2 in 17).
+		 * -ECANCELED is our cancel: the fault-in's own error stands. */
+		if (index_err && lerr && lerr != -ECANCELED)
+			snprintf(why, sizeof(why), "its index pages: %s", kv_errmsg(lerr));
+		snprintf(img->why, sizeof(img->why), "the image is not usable: %s",
+			 why[0] ? why : strerror(-err));
+		return false;
+	}
+	/* from now on the header is this cache's: a kept one's owner again */
+	kv_kept_stamp(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, owner, geo,
+		      atomic_load(&rc->hdr->state));
+	rc->nowait = img->nowait;
+	atomic_store(&rc->loading, true);
+	img->loaded = true;
+	return true;
+}
+
+void kv_rc_loaded(struct kv_rowcache *rc)
+{
+	atomic_store_explicit(&rc->loading, false, memory_order_release);
+	kv_rc_fetch_stop(rc);
+}
+
+static bool map_frame(struct kv_rowcache *rc, size_t f)
+{
+	if (kv_mem_ready(&rc->mem, rc->frames_off + f * rc->frame_size, rc->frame_size))
+		return false;
+	atomic_store_explicit(&rc->ready[f], KV_RC_READY, memory_order_release);
+	return true;
+}
+
+void *kv_rc_fetcher(void *arg)
+{
+	struct kv_rowcache *rc = arg;
+
+	pthread_mutex_lock(&rc->q_mu);
+	for (;;) {
+		size_t f;
+
+		while (!rc->q_stop && rc->q_head == rc->q_tail)
+			pthread_cond_wait(&rc->q_cv, &rc->q_mu);
+		if (rc->q_stop)
+			break;
+		f = rc->q[rc->q_head++ % rc->nframes];
+		pthread_mutex_unlock(&rc->q_mu);
+		map_frame(rc, f); /* a failed load: the watcher goes cold */
+		pthread_mutex_lock(&rc->q_mu);
+	}
+	pthread_mutex_unlock(&rc->q_mu);
+	return NULL;
+}
+
+void kv_rc_fetch_stop(struct kv_rowcache *rc)
+{
+	pthread_mutex_lock(&rc->q_mu);
+	rc->q_stop = true;
+	pthread_cond_broadcast(&rc->q_cv);
+	pthread_mutex_unlock(&rc->q_mu);
+}
+
+/* May frame f be touched? Always, unless an image is loading and f is not
+ * mapped yet: then, if wait, map it now (hpr_fault_in loads it first,
+ * verified), else say no -- and with nowait queue it for the fetchers --;
+ * false too if the load failed: its unloaded pages are PROT_NONE. */
+static bool frame_ready(struct kv_rowcache *rc, size_t f, bool wait)
+{
+	uint8_t st = 0;
+
+	if (!atomic_load_explicit(&rc->loading, memory_order_acquire) ||
+	    atomic_load_explicit(&rc->ready[f], memory_order_acquire) == KV_RC_READY)
+		return true;
+	if (wait)
+		return map_frame(rc, f);
+	if (!rc->nowait)
+		return false;
+	if (atomic_compare_exchange_strong(&rc->ready[f], &st, KV_RC_QUEUED)) {
+		pthread_mutex_lock(&rc->q_mu);
+		rc->q[rc->q_tail++ % rc->nframes] = f; /* at most nframes, once each */
+		pthread_cond_signal(&rc->q_cv);
+		pthread_mutex_unlock(&rc->q_mu);
+	}
+	return false;
+}
+
 int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nstripes,
-	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm)
+	       enum kv_backing b, const char *dir, uint64_t keep_id, bool *warm,
+	       struct kv_rc_image *img)
 {
 	const size_t unit = 2u << 20;
 	size_t rows, meta, index_bytes, slots_bytes, nframes_max;
@@ -131,6 +262,8 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 	memset(rc, 0, sizeof(*rc));
 	*warm = false;
 	pthread_mutex_init(&rc->alloc_mu, NULL);
+	pthread_mutex_init(&rc->q_mu, NULL);
+	pthread_cond_init(&rc->q_cv, NULL);
 	rows = bytes / (row_hint + sizeof(struct rc_row));
 	rc->nbuckets = nstripes;
 	while (rc->nbuckets * KV_RC_WAYS < rows * 2) /* load factor <= 1/2 */
@@ -166,7 +299,16 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 	rc->hdr = (struct kv_kept_hdr *)rc->mem.base;
 	rc->frames = (struct kv_rc_frame *)(rc->mem.base + sizeof(struct kv_kept_hdr));
 	rc->slots = (struct kv_rc_slot *)(rc->mem.base + meta);
-	rc->check_crc = keep_id != 0;
+	/* a kept cache, or one saved as an image: rows carry their crc */
+	rc->check_crc = keep_id != 0 || img;
+	geo[0] = rc->nbuckets;
+	geo[1] = rc->nframes;
+	geo[2] = rc->frame_size;
+	geo[3] = rc->frames_off;
+	if (img && img->fd >= 0 && !rc->mem.attached && load_image(rc, img, geo, keep_id)) {
+		*warm = true;
+		return 0;
+	}
 	/* The index is used at once: fault it in now. The frames are
 	 * prefaulted in the background by kv_open() while requests run. */
 	rc_ = kv_mem_fault(&rc->mem, 0, rc->frames_off);
@@ -174,10 +316,6 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 		kv_mem_destroy(&rc->mem);
 		return rc_;
 	}
-	geo[0] = rc->nbuckets;
-	geo[1] = rc->nframes;
-	geo[2] = rc->frame_size;
-	geo[3] = rc->frames_off;
 	if (rc->mem.attached) {
 		if (kv_kept_match(rc->hdr, KV_KEPT_RC_MAGIC, rc->mem.size, keep_id, geo, why,
 				  sizeof(why)) &&
@@ -201,6 +339,10 @@ int kv_rc_init(struct kv_rowcache *rc, size_t bytes, size_t row_hint, size_t nst
 void kv_rc_destroy(struct kv_rowcache *rc)
 {
 	kv_mem_destroy(&rc->mem);
+	free((void *)rc->ready);
+	free(rc->q);
+	rc->ready = NULL;
+	rc->q = NULL;
 }
 
 static struct kv_rc_slot *bucket_of(struct kv_rowcache *rc, uint64_t key)
@@ -236,7 +378,8 @@ static bool lookup(struct kv_rowcache *rc, uint64_t key, uint32_t off_in, bool w
 {
 	struct kv_rc_slot *s = bucket_of(rc, key);
 
-	for (int i = 0; i < KV_RC_WAYS; i++) {
+	for (int i = 0; i < KV_RC_WAYS && !atomic_load_explicit(&rc->dead, memory_order_acquire);
+	     i++) {
 		/* acquire: pairs with kv_rc_put's release, so the row behind a
 		 * loc we see is written */
 		uint64_t loc = atomic_load_explicit(&s[i].loc, memory_order_acquire);
@@ -249,7 +392,7 @@ static bool lookup(struct kv_rowcache *rc, uint64_t key, uint32_t off_in, bool w
 		    !slot_live(rc, loc))
 			continue;
 		unpack(loc, &gen, &f, &off);
-		if (f >= rc->nframes)
+		if (f >= rc->nframes || !frame_ready(rc, f, !rc->nowait))
 			break;
 		row = (const struct rc_row *)(frame_base(rc, f) + off);
 		/* The frame may be evicted and refilled while we copy (seqlock
@@ -332,6 +475,8 @@ static int next_frame(struct kv_rowcache *rc)
 	err = kv_mem_fault(&rc->mem, rc->frames_off + next * rc->frame_size, rc->frame_size);
 	if (err)
 		return err;
+	if (rc->ready) /* an image loading: the fault-in mapped it */
+		atomic_store_explicit(&rc->ready[next], KV_RC_READY, memory_order_release);
 	rc->frames[next].live = true;
 	rc->frames[next].used = 0;
 	rc->cur = next;
@@ -345,12 +490,20 @@ void kv_rc_put(struct kv_rowcache *rc, uint64_t key, uint64_t seq, const void *v
 	struct kv_rc_slot *s = bucket_of(rc, key), *victim = NULL;
 	struct rc_row *row;
 	uint64_t loc;
+	bool full;
 
-	if (need > rc->frame_size)
+	if (need > rc->frame_size || atomic_load_explicit(&rc->dead, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&rc->alloc_mu);
-	if ((rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size) &&
-	    next_frame(rc)) {
+	full = rc->cur == rc->nframes || rc->frames[rc->cur].used + need > rc->frame_size;
+	/* An image loading: the frame the row would go to must be mapped, and
+	 * a fill never waits for a page from the image's disk (under alloc_mu
+	 * it would stall every other fill, and the readers behind their row
+	 * locks): until the frame is there, the row is not cached. */
+	if (!frame_ready(
+		    rc, full ? (rc->cur == rc->nframes ? 0 : (rc->cur + 1) % rc->nframes) : rc->cur,
+		    false) ||
+	    (full && next_frame(rc))) {
 		/* cannot fault a frame in (tmpfs full?): just don't cache */
 		pthread_mutex_unlock(&rc->alloc_mu);
 		return;

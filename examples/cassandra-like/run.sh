@@ -13,12 +13,17 @@
 #   HPR_TMPFS   a tmpfs huge=always dir ("" when not root); this script
 #               mounts its own pair of tmpfs anyway when it is root
 #   CASS_ARGS   extra driver options, e.g. "--records 400000 --seconds 30"
-# Usage: run.sh [--bench | --restart]
+# Usage: run.sh [--bench | --restart | --restart-image]
 #   --restart: the fast-restart demo (~1-2 minutes, root only): the store is
 #   killed with -9 mid-run and started again on the same data, warm (row
 #   cache and memtables in kept regions, attached) and cold (fresh regions),
 #   three times each; ops/s per 100 ms and per second after each restart,
 #   the time to 90 % of steady ops/s, and acknowledged writes lost (0).
+#   --restart-image: the same after a clean shutdown, with the row cache
+#   image (--cache-image) on a disk ($WORK, under /tmp): warm (kept regions
+#   attached), cold (kept regions and image gone) and image (kept regions
+#   gone, as after a reboot, the image's page cache dropped: the cache is
+#   loaded lazily from the disk), three times each.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -48,7 +53,7 @@ fi
 ARGS+=(--json "$BUILD/cassandra-like.json")
 # --restart: 400k records (381 MiB of data), a 256 MiB row cache, 2 x 32 MiB
 # memtables, workload B (95 % read); 5 s after each restart
-if [ "${1:-}" = --restart ]; then
+if [ "${1:-}" = --restart ] || [ "${1:-}" = --restart-image ]; then
 	ARGS=(--restart --records 400000 --fieldlen 100 --threads 20 --workloads b --seconds 5
 		--repeat 3 --status 0 --cache-mb 256 --memtable-mb 32 --dist zipfian)
 fi
@@ -61,7 +66,10 @@ fi
 hpr_lock_system -s
 
 WORK=$(mktemp -d /tmp/cassandra-like.XXXXXX)
-if [ "${1:-}" = --restart ]; then
+if [ "${1:-}" = --restart-image ]; then
+	ARGS+=(--cache-image "$WORK/rowcache.img")
+fi
+if [ "${1:-}" = --restart ] || [ "${1:-}" = --restart-image ]; then
 	# kept regions are files on a tmpfs huge= mount, which needs root
 	if [ "$(id -u)" != 0 ]; then
 		rm -rf "$WORK"
@@ -71,7 +79,11 @@ if [ "${1:-}" = --restart ]; then
 	mkdir "$WORK/huge"
 	mount -t tmpfs -o huge=always,size=2g none "$WORK/huge"
 	trap 'umount "$WORK/huge" 2>/dev/null; rm -rf "$WORK"' EXIT
-	echo "cassandra-like: restart after kill -9, data and kept regions on tmpfs huge=always ($WORK/huge)"
+	if [ "${1:-}" = --restart-image ]; then
+		echo "cassandra-like: restart after a clean shutdown, data and kept regions on tmpfs huge=always ($WORK/huge), row cache image on $(df --output=source "$WORK" | tail -1) ($WORK/rowcache.img)"
+	else
+		echo "cassandra-like: restart after kill -9, data and kept regions on tmpfs huge=always ($WORK/huge)"
+	fi
 	"$BIN" --data "$WORK/huge" "${ARGS[@]}" ${CASS_ARGS:-}
 	exit
 fi

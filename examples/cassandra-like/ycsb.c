@@ -567,6 +567,25 @@ void print_keep_info(struct variant *v)
 	printf("\n");
 }
 
+/* what --cache-image found */
+void print_image_info(struct variant *v)
+{
+	struct kv_keep_info ki;
+	struct kv_stats st;
+
+	kv_db_keep_info(v->db, &ki);
+	kv_db_stats(v->db, &st);
+	if (ki.image_loaded)
+		printf("[%s] row cache image: loading lazily, serving already (%" PRIu64
+		       " rows, saved at seq %" PRIu64 "; %" PRIu64 " newer writes cleared theirs; "
+		       "%zu of %zu MiB loaded)\n",
+		       v->name, ki.image_rows, ki.image_seq, ki.image_stale, st.image_loaded >> 20,
+		       st.image_total >> 20);
+	else
+		printf("[%s] row cache image: not used (%s)\n", v->name,
+		       ki.image_why[0] ? ki.image_why : "a kept cache was attached");
+}
+
 int open_variant(struct variant *v, bool huge)
 {
 	struct kv_opts o = { 0 };
@@ -582,6 +601,9 @@ int open_variant(struct variant *v, bool huge)
 	if (o.keep)
 		o.cache_backing = o.memtable_backing = KV_MEM_SHMEM;
 	o.quiet = opt.restart; /* --restart prints its own report */
+	/* the huge run's cache only: base-page memory is no hpregion region */
+	o.cache_image = huge ? opt.cache_image : NULL;
+	o.image_nowait = opt.image_nowait;
 	o.cache_bytes = opt.cache_mb << 20;
 	o.memtable_bytes = opt.memtable_mb << 20;
 	o.row_hint = value_len();
@@ -605,6 +627,8 @@ int open_variant(struct variant *v, bool huge)
 	snprintf(v->mount, sizeof(v->mount), "%s", kv_db_mount(v->db));
 	if (o.keep && !opt.restart)
 		print_keep_info(v);
+	if (o.cache_image && !opt.restart)
+		print_image_info(v);
 	if (opt.restart)
 		return 0;
 	{
@@ -775,6 +799,15 @@ static void usage(void)
 		"                      data: warm (--keep's regions attached) vs cold (fresh\n"
 		"                      regions), ops/s per 100 ms, time to 90 %% of steady,\n"
 		"                      acknowledged writes lost (README: Fast restart)\n"
+		"  --cache-image FILE  save the row cache to FILE at close and load it lazily\n"
+		"                      at open when no kept cache is attached (relative: in\n"
+		"                      the data dir). With --restart: each store shuts down\n"
+		"                      cleanly, and the restarts after losing the kept regions\n"
+		"                      are cold and from the image, beside warm (README: Row\n"
+		"                      cache image)\n"
+		"  --image-nowait      while the image loads, a read of a row not loaded yet\n"
+		"                      is a miss (its page fetched in the background), not a\n"
+		"                      wait for the page\n"
 		"       cassandra-like bench [--quick] [--json FILE] [options]\n"
 		"  the benchmark: as root, mounts its own tmpfs huge=always and huge=never\n"
 		"  (--quick: small sizes for CI)\n");
@@ -897,6 +930,8 @@ static const struct option long_opts[] = {
 	{ "target", 1, 0, 'T' },
 	{ "warmup", 1, 0, 'U' },
 	{ "restart", 0, 0, 'S' },
+	{ "cache-image", 1, 0, 'I' },
+	{ "image-nowait", 0, 0, 'J' },
 	{ 0, 0, 0, 0 },
 };
 
@@ -1098,6 +1133,12 @@ static void parse_options(int argc, char **argv, struct driver *d)
 			break;
 		case 'S':
 			opt.restart = opt.keep = true;
+			break;
+		case 'I':
+			opt.cache_image = optarg;
+			break;
+		case 'J':
+			opt.image_nowait = true;
 			break;
 		default:
 			usage();

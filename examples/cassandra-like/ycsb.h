@@ -21,6 +21,8 @@ extern const char *const op_name[NOPS];
 
 struct ycsb_opts {
 	const char *data, *base_data, *region_dir, *log_dir, *acklog, *check, *json;
+	const char *cache_image; /* --cache-image FILE (image.c) */
+	bool image_nowait;	 /* --image-nowait */
 	enum kv_backing cache_b, mt_b;
 	bool cache_b_set;
 	uint64_t records, ops;
@@ -81,6 +83,7 @@ int open_variant(struct variant *v, bool huge);
 /* a run of workload ('L': the load) on v, until --seconds or --ops */
 int phase(struct variant *v, char workload, struct run_result *res);
 void print_keep_info(struct variant *v);
+void print_image_info(struct variant *v);
 uint64_t check_acked(struct variant *v, const uint64_t *snap, uint64_t *keys);
 /* --restart: the whole run; the exit code */
 int run_restart(char workload);

@@ -24,12 +24,21 @@
  * keeps it), are in memory shared with this process, so they outlive the
  * kills. Every read of every store process is checked against the shadow
  * too. A write counts as acknowledged once kv_put returned 0.
+ *
+ * With --cache-image (the row cache image, image.c) each store process
+ * shuts down cleanly at the end of its window instead (kv_close saves the
+ * image), and the restarts are three kinds, after a clean shutdown: warm
+ * (the kept regions attached: the tmpfs survived), cold (kept regions and
+ * image removed) and image (the kept regions removed, as a reboot loses
+ * the tmpfs, and the image's page cache dropped, as a reboot does: the
+ * cache is loaded lazily from the image file).
  */
 #define _GNU_SOURCE
 #include "ycsb.h"
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -43,20 +52,22 @@
 
 #define TICK_NS 100000000ull /* a sample every 100 ms */
 #define MAX_SAMPLES 3000     /* 300 s */
-#define MAX_WINS (2 * MAX_RUNS + 2)
+#define MAX_WINS (3 * MAX_RUNS + 2)
 
-enum { W_PRIME, W_WARM, W_COLD, W_FINAL };
-static const char *const kind_name[] = { "prime", "warm", "cold", "final" };
+enum { W_PRIME, W_WARM, W_COLD, W_IMAGE, W_FINAL };
+static const char *const kind_name[] = { "prime", "warm", "cold", "image", "final" };
 
 /* one store process, as it reports to the parent */
 struct win {
 	int kind, round;
 	_Atomic int done; /* measured (and checked): the parent kills it now */
+	_Atomic int stop; /* --cache-image: the parent asks for a clean shutdown */
 	int rc;		  /* its error, if it failed */
 	double open_ms;	  /* kv_open, with the kept regions' checks */
 	int n;		  /* samples: t[0] = 0 is the end of kv_open */
 	uint64_t t[MAX_SAMPLES], ops[MAX_SAMPLES], hits[MAX_SAMPLES], misses[MAX_SAMPLES];
 	struct kv_keep_info ki;
+	size_t img_demanded, img_total; /* the image's load: bytes on demand, in all */
 	uint64_t loaded, check_keys, lost, verify_reads, verify_errors, crc_dropped;
 };
 
@@ -84,16 +95,30 @@ static void sample(struct win *w, struct variant *v, struct client *cl, uint64_t
 	w->n = i + 1;
 }
 
-/* cold: the kept regions go, so the next open makes fresh ones */
-static void remove_kept(void)
+/* cold and image: the kept regions go, so the next open makes fresh ones;
+ * cold: the image too; image: its page cache dropped, as after a reboot */
+static void remove_kept(int kind)
 {
 	const char *dir = opt.region_dir ? opt.region_dir : opt.data;
 	char p[PATH_MAX];
+	int fd;
 
 	snprintf(p, sizeof(p), "%s/rowcache", dir);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/memtable", dir);
 	unlink(p);
+	if (!opt.cache_image)
+		return;
+	if (opt.cache_image[0] == '/')
+		snprintf(p, sizeof(p), "%s", opt.cache_image);
+	else
+		snprintf(p, sizeof(p), "%.2000s/%.2000s", opt.data, opt.cache_image);
+	if (kind == W_COLD) {
+		unlink(p);
+	} else if ((fd = open(p, O_RDONLY | O_CLOEXEC)) >= 0) {
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* written and fsync'ed: clean */
+		close(fd);
+	}
 }
 
 /* a store process: never returns */
@@ -104,8 +129,8 @@ static void store(struct win *w, char workload, _Atomic uint64_t *acked)
 	struct client *cl;
 	struct kv_stats st;
 
-	if (w->kind == W_COLD)
-		remove_kept();
+	if (w->kind == W_COLD || w->kind == W_IMAGE)
+		remove_kept(w->kind);
 	if (w->kind != W_PRIME) {
 		/* what was acknowledged before this process: the check's list */
 		snap = malloc(opt.records * sizeof(*snap));
@@ -163,9 +188,22 @@ static void store(struct win *w, char workload, _Atomic uint64_t *acked)
 	}
 	kv_db_stats(v.db, &st);
 	w->crc_dropped = st.cache_crc_dropped;
+	w->img_demanded = st.image_demanded;
+	w->img_total = st.image_total;
+	kv_db_keep_info(v.db, &w->ki); /* the image's load time, now known */
 	w->verify_reads = atomic_load(&verify_reads);
 	w->verify_errors = atomic_load(&verify_errors);
 	atomic_store(&w->done, 1);
+	if (opt.cache_image) {
+		/* serving until the parent asks, then a clean shutdown: kv_close
+		 * saves the image the next image restart loads */
+		while (!atomic_load(&w->stop))
+			usleep(10000);
+		if (clients_stop(cl))
+			_exit(3);
+		kv_close(v.db);
+		_exit(0);
+	}
 	for (;;) /* serving, until the kill */
 		pause();
 }
@@ -227,6 +265,15 @@ static void print_win(const struct win *w, double steady)
 		printf(" (%" PRIu64 " rows kept)", ki->cache_rows);
 	else if (ki->cache_why[0])
 		printf(" (%s)", ki->cache_why);
+	if (ki->image_loaded)
+		printf(" from the image (%" PRIu64 " rows, %" PRIu64 " cleared as newer; loaded in "
+		       "%.0f ms, %zu of %zu MiB on demand)",
+		       ki->image_rows, ki->image_stale, ki->image_load_ms, w->img_demanded >> 20,
+		       w->img_total >> 20);
+	else if (w->kind == W_IMAGE)
+		printf(" (image not used: %s)", ki->image_why);
+	if (ki->image_failed)
+		printf(" (image load failed: %s)", ki->image_why);
 	printf("; memtables %s", ki->mt_warm	 ? "kept" :
 				 ki->mt_attached ? "replayed (kept ones unusable)" :
 						   "new, replayed");
@@ -304,6 +351,18 @@ static int run_win(struct win *w, char workload, _Atomic uint64_t *acked)
 		return w->rc;
 	}
 	usleep(300000); /* mid-run: its clients are at work again */
+	if (opt.cache_image) {
+		atomic_store(&w->stop, 1);
+		waitpid(pid, &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr,
+				"cassandra-like: the %s store process did not shut down "
+				"cleanly\n",
+				kind_name[w->kind]);
+			return -ECHILD;
+		}
+		return w->rc;
+	}
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
@@ -331,27 +390,35 @@ static double median(double *v, int n)
 
 static void summary(struct win *ws, int nw, double steady)
 {
-	double t[2][MAX_RUNS], h[2][MAX_RUNS], o[2][MAX_RUNS], s1[2][MAX_RUNS];
-	int n[2] = { 0, 0 };
-	bool never[2] = { false, false };
+	static const char *const med[] = { "warm med", "cold med", "image med" };
+	double t[3][MAX_RUNS], h[3][MAX_RUNS], o[3][MAX_RUNS], s1[3][MAX_RUNS], h1[3][MAX_RUNS];
+	int n[3] = { 0, 0, 0 };
+	bool never[3] = { false, false, false };
 
-	printf("\n== restart after kill -9: warm (kept regions attached) vs cold (fresh regions, "
-	       "same data) ==\n");
+	if (opt.cache_image)
+		printf("\n== restart after a clean shutdown: warm (kept regions attached) vs cold "
+		       "(kept regions and image lost) vs image (kept regions lost, row cache "
+		       "loaded lazily from the image) ==\n");
+	else
+		printf("\n== restart after kill -9: warm (kept regions attached) vs cold (fresh "
+		       "regions, same data) ==\n");
 	printf("steady: %.0f ops/s (the prime run's last %.0f s); workload %s, %u threads\n",
 	       steady, opt.seconds, wl_name(opt.workloads[0]), opt.threads);
-	printf("%-8s %11s %16s %16s %12s %12s %12s %10s\n", "run", "kv_open ms", "hit % 1st 100ms",
-	       "ops/s 1st 100ms", "ops/s 1st s", "ops/s 2nd s", "ops/s 3rd s", "t90 s");
+	printf("%-9s %11s %16s %16s %12s %12s %12s %12s %10s\n", "run", "kv_open ms",
+	       "hit % 1st 100ms", "ops/s 1st 100ms", "hit % 1st s", "ops/s 1st s", "ops/s 2nd s",
+	       "ops/s 3rd s", "t90 s");
 	for (int i = 0; i < nw; i++) {
 		struct win *w = &ws[i];
-		int k = w->kind == W_WARM ? 0 : 1;
+		int k = w->kind == W_WARM ? 0 : w->kind == W_COLD ? 1 : 2;
 		double x = t90(w, steady);
 		char name[16];
 
-		if (w->kind != W_WARM && w->kind != W_COLD)
+		if (w->kind != W_WARM && w->kind != W_COLD && w->kind != W_IMAGE)
 			continue;
 		snprintf(name, sizeof(name), "%s %d", kind_name[w->kind], w->round);
-		printf("%-8s %11.1f %16.1f %16.0f %12.0f %12.0f %12.0f ", name, w->open_ms,
-		       hit_rate(w, 0, 1), rate(w, 0, 1), rate(w, 0, 10 < w->n ? 10 : w->n - 1),
+		printf("%-9s %11.1f %16.1f %16.0f %12.1f %12.0f %12.0f %12.0f ", name, w->open_ms,
+		       hit_rate(w, 0, 1), rate(w, 0, 1), hit_rate(w, 0, 10 < w->n ? 10 : w->n - 1),
+		       rate(w, 0, 10 < w->n ? 10 : w->n - 1),
 		       rate(w, 10, 20 < w->n ? 20 : w->n - 1),
 		       rate(w, 20, 30 < w->n ? 30 : w->n - 1));
 		if (x < 0)
@@ -363,15 +430,17 @@ static void summary(struct win *ws, int nw, double steady)
 		h[k][n[k]] = hit_rate(w, 0, 1);
 		o[k][n[k]] = w->open_ms;
 		s1[k][n[k]] = rate(w, 0, 10 < w->n ? 10 : w->n - 1);
+		h1[k][n[k]] = hit_rate(w, 0, 10 < w->n ? 10 : w->n - 1);
 		n[k]++;
 	}
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < 3; k++) {
 		double mt = median(t[k], n[k]);
 
 		if (!n[k])
 			continue;
-		printf("%-8s %11.1f %16.1f %16s %12.0f %12s %12s ", k ? "cold med" : "warm med",
-		       median(o[k], n[k]), median(h[k], n[k]), "", median(s1[k], n[k]), "", "");
+		printf("%-9s %11.1f %16.1f %16s %12.1f %12.0f %12s %12s ", med[k],
+		       median(o[k], n[k]), median(h[k], n[k]), "", median(h1[k], n[k]),
+		       median(s1[k], n[k]), "", "");
 		if (mt >= 1e9)
 			printf("%10s\n", "never");
 		else
@@ -406,10 +475,17 @@ int run_restart(char workload)
 	       opt.region_dir ? opt.region_dir : opt.data, opt.seconds, opt.repeat);
 	ws[nw++].kind = W_PRIME;
 	for (unsigned r = 0; r < opt.repeat; r++) {
-		ws[nw].kind = r % 2 ? W_COLD : W_WARM;
-		ws[nw++].round = (int)r + 1;
-		ws[nw].kind = r % 2 ? W_WARM : W_COLD;
-		ws[nw++].round = (int)r + 1;
+		/* each kind first, second and last in turn */
+		static const int order[3][3] = { { W_WARM, W_COLD, W_IMAGE },
+						 { W_COLD, W_IMAGE, W_WARM },
+						 { W_IMAGE, W_WARM, W_COLD } };
+
+		for (int i = 0; i < (opt.cache_image ? 3 : 2); i++) {
+			ws[nw].kind = opt.cache_image	     ? order[r % 3][i] :
+				      (r % 2) == (unsigned)i ? W_WARM :
+							       W_COLD;
+			ws[nw++].round = (int)r + 1;
+		}
 	}
 	ws[nw++].kind = W_FINAL;
 	for (int i = 0; i < nw && !rc; i++) {

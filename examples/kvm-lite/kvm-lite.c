@@ -64,6 +64,10 @@ static void usage(FILE *f)
 		   "      --snapshot PREFIX  pause at the guest's checkpoint, save RAM to\n"
 		   "                         PREFIX.ram (hpr_save) and the vCPU to\n"
 		   "                         PREFIX.vcpu, restore into a new VM, resume\n"
+		   "      --restore-lazy     with --snapshot: the restore loads RAM on demand\n"
+		   "                         (hpr_load HPR_SNAP_LAZY, userfaultfd) and resumes\n"
+		   "                         the vCPU at once; prints the time to the guest's\n"
+		   "                         first exit, to all RAM resident, and the demand\n"
 		   "      --keep DIR/NAME    guest RAM is the kept region NAME on DIR, a tmpfs\n"
 		   "                         mounted huge= or hugetlbfs (the mount decides\n"
 		   "                         the backing); needs --snapshot PREFIX: at the\n"
@@ -113,6 +117,7 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "fpr", no_argument, NULL, 'F' },
 		{ "snapshot", required_argument, NULL, 'S' },
+		{ "restore-lazy", no_argument, NULL, 'L' },
 		{ "keep", required_argument, NULL, 'K' },
 		{ "checkpoint-pause", required_argument, NULL, 'W' },
 		{ "rand-iters", required_argument, NULL, 'R' },
@@ -179,6 +184,9 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 			break;
 		case 'S':
 			o->snapshot = optarg;
+			break;
+		case 'L':
+			o->restore_lazy = true;
 			break;
 		case 'K': {
 			static char dir[4096], name[256];
@@ -303,6 +311,11 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 				"and runs one guest, not --matrix\n");
 		return EXIT_INPUT;
 	}
+	if (o->restore_lazy && (!o->snapshot || o->keep || o->matrix)) {
+		fprintf(stderr, "kvm-lite: --restore-lazy goes with --snapshot PREFIX (not --keep: "
+				"kept RAM is not loaded at all; not --matrix)\n");
+		return EXIT_INPUT;
+	}
 	if (o->test_partial && !o->snapshot) {
 		fprintf(stderr, "kvm-lite: --test-restore-v2 goes with --snapshot\n");
 		return EXIT_INPUT;
@@ -321,6 +334,44 @@ static int parse_args(int argc, char **argv, struct kl_opts *o, bool *probe, boo
 	}
 
 	return PARSED;
+}
+
+/* --snapshot: how long the restore took the guest back to work, from its
+ * start (old VM and RAM gone) to the guest's first exit after the resume,
+ * and, for a lazy load, what the guest demanded. The VMM reads no guest
+ * RAM between the restore and the guest's checksum report (it checks the
+ * guest's sum against its own only after the guest has read every page),
+ * so the demand is the guest's. */
+static void print_restore(const struct kl_opts *o, const struct kl_result *res)
+{
+	const struct kl_restore *rs = &res->rs;
+	const struct kl_lazy_info *z = &rs->lazy;
+	size_t pg = res->restored_page ? res->restored_page : 4096;
+
+	printf("restore (%s): first guest exit %.2f ms after the restore began (RAM created "
+	       "%.2f, hpr_load returned %.2f, VM + vCPU %.2f, first KVM_RUN %.2f ms); every "
+	       "saved page resident at %.2f ms (%s); the guest's checksum of all its data at "
+	       "%.2f ms\n",
+	       !o->restore_lazy ? "eager" :
+	       z->on_demand	? "lazy, userfaultfd" :
+				  "lazy asked, eager ran",
+	       rs->first_exit, rs->created, rs->loaded, rs->vm, rs->entered, rs->resident,
+	       z->on_demand ? "hpr_load_wait" : "hpr_load", rs->sum);
+	if (!o->restore_lazy)
+		return;
+	if (!z->on_demand) {
+		printf("lazy load fell back to an eager load: hpr_stats lazy_load eager, "
+		       "lazy_fallback_err %d (%s): no userfaultfd for this process\n",
+		       z->fallback_err, strerror(-z->fallback_err));
+		return;
+	}
+	printf("lazy load (hpr_stats lazy_load uffd): demanded %zu KiB (%zu pages of %zu KiB) by "
+	       "the first exit, %zu MiB (%zu pages) in all; loaded %zu of %zu MiB saved: %s\n",
+	       rs->demanded_first_exit >> 10, rs->demanded_first_exit / pg, pg >> 10,
+	       z->demanded >> 20, z->demanded / pg, z->loaded >> 20, z->total >> 20,
+	       z->err			  ? kl_ram_error(z->err) :
+	       z->loaded == z->total ? "completed" :
+				       "INCOMPLETE");
 }
 
 /* Print one run; returns 1 if the second-process check failed. */
@@ -415,6 +466,8 @@ static int print_single(const struct kl_opts *o, const struct kl_layout *l,
 		       !res->restored	      ? "NOT RESTORED" :
 		       res->restored_mismatch ? "DIFFERS from before the snapshot" :
 						"identical to before the snapshot");
+	if (o->snapshot && !o->keep && res->restored)
+		print_restore(o, res);
 	return bad;
 }
 

@@ -8,6 +8,7 @@
 #include "layout.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -219,8 +220,11 @@ long long kl_ram_file_blocks(const struct kl_ram *ram)
 	return (long long)st.st_blocks;
 }
 
+static void waiter_stop(struct kl_ram *ram);
+
 void kl_ram_destroy(struct kl_ram *ram)
 {
+	waiter_stop(ram); /* hpr_destroy must not race its hpr_load_wait */
 	if (ram->r)
 		hpr_destroy(ram->r);
 	memset(ram, 0, sizeof(*ram));
@@ -270,6 +274,103 @@ int kl_ram_load(struct kl_ram *ram, int fd)
 	size_t changed = 0;
 
 	return say(hpr_load(ram->r, fd, 0, &changed), "hpr_load");
+}
+
+/* The lazy load's waiter: hpr_load_wait in a thread of its own, so the
+ * vCPU runs while pages arrive and the moment the last one is mapped is
+ * known. On the heap: struct kl_ram is copied by value. */
+struct kl_ram_waiter {
+	pthread_t thread;
+	hpr_region *r;
+	int err;
+	double done_at;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct kl_ram_waiter *w = arg;
+
+	w->err = hpr_load_wait(w->r);
+	w->done_at = now_ms();
+	return NULL;
+}
+
+/* Join the waiter, if any (the load cancelled first when asked: a VMM
+ * that gives up on the guest does not wait for its RAM). */
+static void waiter_join(struct kl_ram *ram, bool cancel, struct kl_lazy_info *li)
+{
+	struct kl_ram_waiter *w = ram->waiter;
+
+	if (!w)
+		return;
+	if (cancel)
+		hpr_load_cancel(ram->r);
+	pthread_join(w->thread, NULL);
+	if (li) {
+		li->err = w->err;
+		li->resident_at = w->done_at;
+	}
+	free(w);
+	ram->waiter = NULL;
+}
+
+static void waiter_stop(struct kl_ram *ram)
+{
+	waiter_join(ram, true, NULL);
+}
+
+int kl_ram_load_lazy(struct kl_ram *ram, int fd, struct kl_lazy_info *li)
+{
+	struct kl_ram_waiter *w;
+	struct hpr_stats st;
+	size_t changed = 0;
+	int rc;
+
+	memset(li, 0, sizeof(*li));
+	rc = hpr_load(ram->r, fd, HPR_SNAP_LAZY, &changed);
+	li->returned_at = li->resident_at = now_ms();
+	if (rc)
+		return say(rc, "hpr_load(HPR_SNAP_LAZY)");
+	if ((rc = kl_ram_stats(ram, &st)))
+		return rc;
+	li->on_demand = st.lazy_load == HPR_LAZY_UFFD;
+	li->fallback_err = st.lazy_load == HPR_LAZY_EAGER ? st.lazy_fallback_err : 0;
+	if (!li->on_demand)
+		return 0; /* loaded eagerly, done: nothing to wait for */
+	w = calloc(1, sizeof(*w));
+	if (w) {
+		w->r = ram->r;
+		if ((rc = pthread_create(&w->thread, NULL, waiter_main, w))) {
+			free(w);
+			w = NULL;
+		}
+	}
+	if (!w) {
+		/* no thread to wait in: wait here, the RAM is whole before
+		 * the vCPU runs (correct, only not on demand) */
+		rc = hpr_load_wait(ram->r);
+		li->resident_at = now_ms();
+		return say(rc, "hpr_load_wait");
+	}
+	ram->waiter = w;
+	return 0;
+}
+
+size_t kl_ram_load_demanded(struct kl_ram *ram)
+{
+	size_t demanded = 0;
+
+	hpr_load_progress(ram->r, NULL, &demanded, NULL);
+	return demanded;
+}
+
+int kl_ram_load_end(struct kl_ram *ram, struct kl_lazy_info *li, bool cancel)
+{
+	waiter_join(ram, cancel, li);
+	hpr_load_progress(ram->r, &li->loaded, &li->demanded, &li->total);
+	if (cancel && li->err == -ECANCELED)
+		return 0;
+	return say(li->err, "the lazy load");
 }
 
 int kl_ram_stats(struct kl_ram *ram, struct hpr_stats *st)

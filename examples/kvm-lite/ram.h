@@ -9,6 +9,8 @@
  *   free page reporting                kl_ram_report_free hpr_release_lazy (+ hpr_reclaim)
  *   reuse of reported memory           kl_ram_acquire     hpr_fault_in
  *   snapshot / restore                 kl_ram_save/_load  hpr_save / hpr_load
+ *   restore on demand (--restore-lazy) kl_ram_load_lazy   hpr_load(HPR_SNAP_LAZY),
+ *                                      kl_ram_load_end    hpr_load_wait, hpr_load_progress
  *   "is my guest really huge?"         kl_ram_stats       hpr_stats (smaps)
  *   RAM another process maps           kl_ram_fd          hpr_fd (shmem, hugetlb)
  *   RAM that outlives the VMM (--keep) kl_ram_keep        hpr_create HPR_F_ATTACH(_ONLY),
@@ -23,6 +25,7 @@
 #include <hpregion/hpregion.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Host backings of guest RAM, as the command line names them. */
 enum kl_backing {
@@ -42,11 +45,14 @@ int kl_backing_parse(const char *s, enum kl_backing *b);
 /* The host page size a backing gets: 4 KiB, or the huge page size. */
 size_t kl_backing_page(enum kl_backing b);
 
+struct kl_ram_waiter;
+
 struct kl_ram {
 	hpr_region *r;
 	enum kl_backing backing;
 	void *base;
 	size_t size;
+	struct kl_ram_waiter *waiter; /* a lazy load's hpr_load_wait thread */
 };
 
 struct kl_ram_opts {
@@ -81,6 +87,30 @@ int kl_ram_report_free(struct kl_ram *ram, size_t gpa, size_t len, bool reclaim)
 int kl_ram_acquire(struct kl_ram *ram, size_t gpa, size_t len);
 int kl_ram_save(struct kl_ram *ram, int fd);
 int kl_ram_load(struct kl_ram *ram, int fd);
+
+/* --restore-lazy: what the lazy load did. Times are CLOCK_MONOTONIC
+ * milliseconds (the caller subtracts its own start). */
+struct kl_lazy_info {
+	bool on_demand;		/* userfaultfd: pages arrive on first touch */
+	int fallback_err;	/* !on_demand: why hpregion loaded eagerly (-errno) */
+	double returned_at;	/* hpr_load returned */
+	double resident_at;	/* hpr_load_wait returned: every saved page mapped */
+	int err;		/* the load's result (hpr_load_wait) */
+	size_t loaded, demanded, total; /* hpr_load_progress at kl_ram_load_end */
+};
+/* Load the snapshot on demand (hpr_load with HPR_SNAP_LAZY): returns once
+ * it is checked and the RAM registered with userfaultfd, so the vCPU can
+ * run while a thread of this file waits for the end (hpr_load_wait); where
+ * userfaultfd cannot be had, hpregion loads eagerly and says why. The RAM
+ * must be fresh (kl_ram_create, nothing faulted in). */
+int kl_ram_load_lazy(struct kl_ram *ram, int fd, struct kl_lazy_info *li);
+/* Bytes of saved pages loaded because something touched them, so far. */
+size_t kl_ram_load_demanded(struct kl_ram *ram);
+/* Wait for the lazy load's end (cancel: cancel it first, for a VMM that
+ * gives up on its guest); li gets its result, the time every saved page
+ * was resident and the final progress. 0 (also for a load this call
+ * cancelled) or the load's -errno. */
+int kl_ram_load_end(struct kl_ram *ram, struct kl_lazy_info *li, bool cancel);
 int kl_ram_stats(struct kl_ram *ram, struct hpr_stats *st);
 /* Bytes hpregion counts as lazily released right now (0 if unknown). */
 size_t kl_ram_lazy(struct kl_ram *ram);

@@ -54,6 +54,8 @@ struct guest {
 	uint64_t before_snap; /* the guest's last checksum before the snapshot */
 	struct kvm_regs g;    /* registers at this exit */
 	unsigned logged[8];   /* ignored exits logged, per kind (log_ignored) */
+	double restore_t0;    /* --snapshot: when the restore began (now_ms) */
+	enum rs_mark { RS_NONE, RS_ENTRY, RS_EXIT } rs_wait; /* the restore's next mark */
 };
 
 enum { GO_ON = 0, DONE = 1, STOPPED = 2 };
@@ -177,6 +179,8 @@ static int on_report(struct guest *gu)
 	}
 	res->ev[ev] = val;
 	res->have[ev] = true;
+	if (ev == KL_EV_CHECKSUM_RESTORED && gu->restore_t0 > 0)
+		res->rs.sum = now_ms() - gu->restore_t0; /* before the VMM's own pass */
 	if (ev == KL_EV_CHECKSUM || ev == KL_EV_CHECKSUM_FPR || ev == KL_EV_CHECKSUM_RESTORED) {
 		uint64_t h = kl_checksum(gu->ram->base, gu->l->data, gu->l->data_len);
 
@@ -312,21 +316,28 @@ static int save_vm(struct guest *gu, int rfd, int vfd)
 	return rc;
 }
 
-/* Create a new VM on new RAM of backing b from the two files. */
+/* Create a new VM on new RAM of backing b from the two files. With
+ * --restore-lazy the RAM is loaded on demand: the vCPU runs as soon as
+ * the load returns, and its first touches of pages not loaded yet (KVM's
+ * own accesses through the host page tables) are served first. */
 static int restore_vm(struct guest *gu, enum kl_backing b, int rfd, int vfd)
 {
+	struct kl_restore *rs = &gu->res->rs;
 	struct kl_vcpu_state back;
 	struct kl_ram r2;
-	double t;
+	double t0 = now_ms(), t;
 	int rc;
 
+	gu->restore_t0 = t0;
 	if ((rc = kl_ram_create(&r2, b, gu->l->ram, &gu->o->ram_opts)))
 		return rc;
 	gu->res->restored_backing = b;
 	gu->res->restored_page = kl_ram_page(&r2);
 	t = now_ms();
-	rc = kl_ram_load(&r2, rfd);
+	rs->created = t - t0;
+	rc = gu->o->restore_lazy ? kl_ram_load_lazy(&r2, rfd, &rs->lazy) : kl_ram_load(&r2, rfd);
 	gu->res->load_ms = now_ms() - t;
+	rs->loaded = rs->resident = now_ms() - t0; /* lazy: resident later */
 	if (!rc && (rc = kl_vcpu_state_read(vfd, &back, NULL)))
 		fprintf(stderr, "kvm-lite: reading the vCPU file: %s\n", strerror(-rc));
 	if (!rc && (back.ram != gu->l->ram || back.guest_page != gu->l->guest_page)) {
@@ -336,11 +347,49 @@ static int restore_vm(struct guest *gu, enum kl_backing b, int rfd, int vfd)
 	if (!rc && (rc = new_vm(gu, r2.base, &back)))
 		fprintf(stderr, "kvm-lite: restoring the VM: %s\n", strerror(-rc));
 	if (rc) {
-		kl_ram_destroy(&r2);
+		kl_ram_destroy(&r2); /* a lazy load is cancelled first */
 		return rc;
 	}
 	*gu->ram = r2;
+	rs->vm = now_ms() - t0;
+	gu->rs_wait = RS_ENTRY;
 	return 0;
+}
+
+/* The restore's first KVM_RUN (at RS_ENTRY, before it) and the guest's
+ * first exit after it (at RS_EXIT, after a KVM_RUN that returned one). */
+static void restore_mark(struct guest *gu, enum rs_mark at)
+{
+	struct kl_restore *rs = &gu->res->rs;
+
+	if (gu->rs_wait != at)
+		return;
+	if (at == RS_ENTRY) {
+		rs->entered = now_ms() - gu->restore_t0;
+		gu->rs_wait = RS_EXIT;
+	} else {
+		rs->first_exit = now_ms() - gu->restore_t0;
+		if (rs->lazy.on_demand)
+			rs->demanded_first_exit = kl_ram_load_demanded(gu->ram);
+		gu->rs_wait = RS_NONE;
+	}
+}
+
+/* --restore-lazy: the end of the load. After a good run the VMM waits for
+ * it (the guest may have finished first); after a failed one it cancels
+ * it, and says the load's own error if it had one (a guest whose RAM
+ * could not be loaded fails in KVM_RUN with EFAULT). */
+static int restore_end(struct guest *gu, bool run_ok)
+{
+	struct kl_restore *rs = &gu->res->rs;
+	int rc;
+
+	if (!gu->o->restore_lazy || !gu->res->restored)
+		return 0;
+	rc = kl_ram_load_end(gu->ram, &rs->lazy, !run_ok);
+	if (rs->lazy.on_demand) /* else eager: resident when hpr_load returned */
+		rs->resident = rs->lazy.resident_at - gu->restore_t0;
+	return rc;
 }
 
 /* --keep: a new VM on the kept RAM, the vCPU as PREFIX.vcpu holds it, the
@@ -615,6 +664,7 @@ static int run_vcpu(struct guest *gu)
 		kl_kick_target(&gu->v); /* a restore may have made a new VM */
 		if ((rc = stopped_from_outside(gu)))
 			return rc;
+		restore_mark(gu, RS_ENTRY);
 		kl_watchdog_arm();
 		rc = ioctl(gu->v.vcpu, KVM_RUN, 0);
 		e = errno;
@@ -628,6 +678,7 @@ static int run_vcpu(struct guest *gu)
 			return -e;
 		}
 		kl_watchdog_reset(gu->o->watchdog_s);
+		restore_mark(gu, RS_EXIT);
 		reason = gu->v.run->exit_reason;
 		if (reason < sizeof(exit_handler) / sizeof(exit_handler[0]) && exit_handler[reason])
 			rc = exit_handler[reason](gu);
@@ -688,7 +739,11 @@ int kl_run_guest(const struct kl_opts *o, int kvm, const struct kl_layout *l, st
 		if ((rc = kl_vcpu_enter_long_mode(&gu.v, KL_CODE, KL_KSTACK_TOP)))
 			fprintf(stderr, "kvm-lite: KVM_SET_SREGS (long mode): %s\n", strerror(-rc));
 	}
-	if (!rc && !(rc = run_vcpu(&gu))) {
+	if (!rc) {
+		rc = run_vcpu(&gu);
+		rc = restore_end(&gu, !rc) ?: rc;
+	}
+	if (!rc) {
 		res->guest_leaf = guest_leaf(&gu);
 		rc = kl_ram_stats(ram, &res->st);
 	}
@@ -765,6 +820,10 @@ int kl_check_result(const struct kl_opts *o, const struct kl_result *res)
 	    (!res->restored || res->restored_mismatch || !res->have[KL_EV_CHECKSUM_RESTORED]))
 		return 1;
 	if (o->snapshot && check_vstate(res))
+		return 1;
+	/* a lazy load that ran on demand ended with every saved page loaded */
+	if (o->restore_lazy && res->rs.lazy.on_demand &&
+	    (res->rs.lazy.err || res->rs.lazy.loaded != res->rs.lazy.total))
 		return 1;
 	return 0;
 }

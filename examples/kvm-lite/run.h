@@ -41,6 +41,7 @@ struct kl_opts {
 	size_t guest_page;
 	struct kl_ram_opts ram_opts;
 	const char *snapshot; /* PREFIX: pause at the checkpoint, save, restore */
+	bool restore_lazy;    /* --restore-lazy: the restore loads RAM on demand */
 	const char *keep;     /* --keep DIR/NAME: guest RAM is a kept region */
 	const char *keep_dir, *keep_name;
 	double pause_s;		      /* --checkpoint-pause S: stop there, or < 0 */
@@ -56,6 +57,24 @@ struct kl_opts {
 	const char *json;
 	unsigned repeat;
 	uint64_t rand_iters, stride_reps;
+};
+
+/* --snapshot: the restore's timeline, in ms from its start (the old VM and
+ * RAM gone, nothing of the new made yet). */
+struct kl_restore {
+	double created;	   /* new RAM created */
+	double loaded;	   /* hpr_load returned */
+	double vm;	   /* new VM, vCPU state loaded and read back */
+	double entered;	   /* the first KVM_RUN after the restore is entered */
+	double first_exit; /* the guest's first exit after the resume: its
+			    * first port write (CPL 0 code, stack, tables
+			    * touched) */
+	double sum;	   /* the guest reports its checksum of all its data
+			    * (it has read every page of it by then) */
+	double resident;   /* every saved page mapped: hpr_load (eager) or
+			    * hpr_load_wait (lazy) returned */
+	size_t demanded_first_exit; /* lazy: bytes demanded by the first exit */
+	struct kl_lazy_info lazy;   /* --restore-lazy: what the load did */
 };
 
 struct kl_result {
@@ -78,6 +97,7 @@ struct kl_result {
 	bool stopped;			  /* --checkpoint-pause: stopped at the checkpoint */
 	enum kl_backing restored_backing; /* --snapshot: the new RAM's backing */
 	size_t restored_page;		  /* and its page size */
+	struct kl_restore rs;		  /* --snapshot: the restore's timeline */
 };
 
 /* Run the guest on ram (with --snapshot, ram is a new region afterwards).

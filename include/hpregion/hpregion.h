@@ -305,10 +305,15 @@ struct hpr_stats {
 	 * reserved_: the struct keeps its size and layout). */
 	int requested;		/* enum hpr_backend the config asked for */
 	unsigned fallback;	/* HPR_FALLBACK_*: 0 when delivered as asked */
-	uint64_t reserved_[15];
+	/* the last hpr_load(HPR_SNAP_LAZY) (carved out of reserved_) */
+	int lazy_load;		/* HPR_LAZY_*: 0 none */
+	int lazy_fallback_err;	/* HPR_LAZY_EAGER: why (-errno of userfaultfd) */
+	uint64_t reserved_[14];
 };
 #define HPR_IO_URING 1
 #define HPR_IO_PREADWRITE 2
+#define HPR_LAZY_UFFD 1	 /* on demand through userfaultfd */
+#define HPR_LAZY_EAGER 2 /* userfaultfd unavailable: loaded eagerly */
 /*
  * hpr_stats.fallback, how HPR_F_FALLBACK changed the region:
  * HPR_FALLBACK_BACKEND     not the backend asked for (a short hugetlb pool
@@ -397,8 +402,52 @@ static inline int hpr_stats(hpr_region *r, struct hpr_stats *st)
 #define HPR_SNAP_NO_DIRECT (1u << 1) /* never use O_DIRECT (page cache I/O) */
 #define HPR_SNAP_SYNC (1u << 2) /* save: fdatasync the data, then write and
 				   fdatasync the header */
+#define HPR_SNAP_LAZY (1u << 3) /* load: on demand (userfaultfd), see below */
 HPR_API int hpr_save(hpr_region *r, int fd, unsigned flags);
 HPR_API int hpr_load(hpr_region *r, int fd, unsigned flags, size_t *changed);
+
+/*
+ * Lazy load (docs/snapshot.md "Lazy load", hpr_load_wait(3)).
+ * hpr_load(r, fd, HPR_SNAP_LAZY, &changed) returns once the snapshot's
+ * header, table and extents are checked and the region is registered with
+ * userfaultfd; *changed is the bytes of saved pages the load will bring in.
+ * The region must be empty (nothing faulted in or resident: -EBUSY) and
+ * neither attached, guarded nor locked (-EINVAL). A thread that touches a
+ * saved page not yet loaded blocks for that page only; the region's
+ * workers load demanded pages first and the rest in file order, verify
+ * each page's checksum before it is mapped, and at the end unregister the
+ * region, its saved pages resident and huge-mapped (hpr_stats). fd is
+ * duplicated: the caller may close it at once.
+ * Failure (a corrupt, unreadable or truncated page), hpr_load_cancel(), or
+ * a fork (in the child) fails the whole load: the saved pages it had not
+ * mapped become PROT_NONE -- a thread touching one gets SIGSEGV, never
+ * zeros or unverified data -- until hpr_load_wait() returns the error and
+ * empties the region again (as a failed eager load leaves a fresh region).
+ * Where userfaultfd cannot be had (no /dev/userfaultfd access and
+ * vm.unprivileged_userfaultfd = 0 without CAP_SYS_PTRACE, a kernel without
+ * the backend's userfaultfd mode) hpr_load() loads eagerly instead and
+ * returns when done; hpr_stats() .lazy_load says which ran and
+ * .lazy_fallback_err why, and the log says so at HPR_LOG_WARN.
+ * While a lazy load runs, hpr_save, hpr_load, hpr_release_lazy,
+ * hpr_reclaim, hpr_collapse and hpr_prefault_start are -EBUSY;
+ * hpr_fault_in loads the saved pages of its range itself, at once.
+ * Once the load has failed, and until hpr_load_wait() empties the region,
+ * hpr_fault_in returns the load's own error (the errno hpr_load_wait will
+ * return, e.g. -EBADMSG for a bad checksum; hpr_strerror names the cause)
+ * whatever its range holds and however far the library's threads have
+ * got in ending the load; the calls above stay -EBUSY, their detail
+ * naming the failure.
+ */
+/* Wait for the lazy load to end: 0, its first error (-EBADMSG, -EIO,
+ * -ENOMEM...) or -ECANCELED (hpr_load_cancel, or the parent's load in a
+ * forked child); 0 when none ran. After an error the region is empty. */
+HPR_API int hpr_load_wait(hpr_region *r);
+/* Bytes of saved pages mapped so far, of those loaded because a thread
+ * touched them (demand), and the saved bytes in all (any may be NULL). */
+HPR_API int hpr_load_progress(hpr_region *r, size_t *loaded, size_t *demanded, size_t *total);
+/* Fail the lazy load with -ECANCELED (see above); 0 also without one.
+ * Follow with hpr_load_wait(). */
+HPR_API int hpr_load_cancel(hpr_region *r);
 
 /* Huge page sizes hpr_probe_info can describe (x86-64 has 2; arm64 4). */
 #define HPR_MAX_HUGETLB_SIZES 4
