@@ -228,12 +228,12 @@ run_config() { # config -> 0 pass, 1 fail
 			-object memory-backend-ram,id=m1,size=$((mem - mem / 2))G
 			-numa node,nodeid=1,cpus=1,memdev=m1)
 		want_nodes=2 min_pass=2 # test_smoke, numa_multi (+ test_numa*)
-		# its boot asks for the 1 GiB page too, but does not promise
-		# it: none of its suites needs one (the 1g guest covers them;
-		# without one a suite that wants it says NOTRUN), and the 6.1
-		# kernel's boot-time reservation of it failed in two of six
-		# boots of this two-node layout on 2026-12-03 (gib=0 in a
-		# .ci/run; docs/vm-matrix.md)
+		# no 1 GiB page (hugepages=0 below): none of its suites needs
+		# one (the 1g guest covers them; a suite that wants one says
+		# NOTRUN), and the 6.1 kernel's boot-time reservation of it
+		# failed in two of six boots of this two-node layout on
+		# 2026-12-03 (gib=0, one of them in a .ci/run;
+		# docs/vm-matrix.md)
 		want_gib=0
 		;;
 	1g)
