@@ -206,10 +206,39 @@ static bool einval_may_be_busy(char *a, size_t len)
 	return !hpr__smaps_range((uintptr_t)a, (uintptr_t)a + len, &s) && s.thp_eligible == 1;
 }
 
+static int populate_span(hpr_region *r, size_t off, size_t len);
+
+/*
+ * MADV_COLLAPSE refuses an anonymous range in which no PTE is writable
+ * (SCAN_PAGE_RO: "no_writable_page" in the kernel's
+ * huge_memory:mm_khugepaged_scan_pmd tracepoint) with EINVAL on Debian's
+ * 6.1, and no wait cures that (6.18 collapses such a range: the test of
+ * this, test_collapse thp_collapse_after_fork, fails only on 6.1 without
+ * it). A fork leaves exactly such a range: the
+ * base pages one of the parent's threads populated a moment before are
+ * write-protected for copy-on-write, and stay so until the parent writes
+ * them, long after the child copied or dropped its share. Traced on 6.1 in
+ * test_conc_fork fork_during_churn_thp: a churn thread's check of a page
+ * that came back as base pages saw no_writable_page for the whole second
+ * of its retries (5 runs of 4 failed on the background-collapse branch,
+ * where pages stay in base pages longer and so come back small more
+ * often). The cure is the write the kernel waits for: MADV_POPULATE_WRITE
+ * write-faults every read-only PTE of the page, which makes a page nobody
+ * else maps writable again in place and copies one a child still maps;
+ * the contents stay. Private anonymous memory only (the THP backend); a
+ * shared or file mapping is never write-protected by a fork.
+ */
+static bool unprotect(hpr_region *r, char *a)
+{
+	return r->backend == HPR_BACKEND_THP &&
+	       !populate_span(r, (size_t)(a - r->base), r->page_size);
+}
+
 int hpr__collapse_one(hpr_region *r, char *a, bool count)
 {
 	unsigned nap = COLLAPSE_NAP_US, slept = 0;
 	int rc = -EAGAIN, einval_busy = -1; /* -1: not asked yet */
+	bool unprotected = false;
 
 	for (int t = 0; rc == -EAGAIN; t++) {
 		if (t >= COLLAPSE_QUICK) {
@@ -220,6 +249,15 @@ int hpr__collapse_one(hpr_region *r, char *a, bool count)
 			nap = nap * 2 < COLLAPSE_NAP_MAX_US ? nap * 2 : COLLAPSE_NAP_MAX_US;
 		}
 		rc = hpr__os_collapse(a, r->page_size);
+		/* refused, or busy (a child's share): write-fault what a fork
+		 * write-protected before the next try, and try once more
+		 * after an EINVAL that may be nothing else */
+		if ((rc == -EINVAL || rc == -EAGAIN) && unprotect(r, a) && rc == -EINVAL &&
+		    !unprotected) {
+			unprotected = true;
+			rc = -EAGAIN;
+			continue;
+		}
 		if (rc == -EINVAL) {
 			if (einval_busy < 0)
 				einval_busy = einval_may_be_busy(a, r->page_size);
