@@ -13,6 +13,18 @@
 #include <errno.h>
 #include <string.h>
 
+/* The library's own counters. */
+static void counters(hpr_region *r, struct hpr_stats *st)
+{
+	st->populate_calls = atomic_load(&r->populate_calls);
+	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
+	st->collapsed_pages = atomic_load(&r->collapsed_pages);
+	st->collapse_queued = atomic_load(&r->collapse_queued);
+	st->collapse_pending = atomic_load(&r->cq_pending);
+	st->collapse_failed = atomic_load(&r->collapse_failed);
+	st->snapshot_io = atomic_load(&r->snapshot_io);
+}
+
 int hpr__stats(hpr_region *r, struct hpr_stats *st)
 {
 	uintptr_t lo, hi;
@@ -58,10 +70,7 @@ int hpr__stats(hpr_region *r, struct hpr_stats *st)
 		st->lazy = (size_t)s.lazyfree;
 	else
 		st->lazy = st->pages_lazy << r->page_shift;
-	st->populate_calls = atomic_load(&r->populate_calls);
-	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
-	st->collapsed_pages = atomic_load(&r->collapsed_pages);
-	st->snapshot_io = atomic_load(&r->snapshot_io);
+	counters(r, st);
 	st->requested = (int)r->requested;
 	if (r->requested != HPR_BACKEND_AUTO && r->requested != r->backend)
 		st->fallback |= HPR_FALLBACK_BACKEND;
