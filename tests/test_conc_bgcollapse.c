@@ -78,6 +78,14 @@ static void need_collapse(void)
 		       pi.kernel_minor);
 }
 
+static bool have_pagemap_scan(void)
+{
+	struct hpr_probe_info pi;
+
+	ck_assert_int_eq(hpr_probe(&pi), 0);
+	return pi.have_pagemap_scan;
+}
+
 static hpr_region *mk(unsigned workers, unsigned flags)
 {
 	struct hpr_config c;
@@ -153,7 +161,11 @@ START_TEST(background_collapse_restores_huge)
 			      WAIT_S, (unsigned long long)st.collapse_pending,
 			      (unsigned long long)st.collapse_failed);
 		ck_assert_uint_eq(st.collapse_failed, 0);
-		ck_assert_uint_ge(st.collapsed_pages, 1);
+		/* before 6.7 the worker cannot tell a collapse from a page
+		 * that was huge already (MADV_COLLAPSE is the check), so it
+		 * counts none; smaps above is the kernel's word either way */
+		if (have_pagemap_scan())
+			ck_assert_uint_ge(st.collapsed_pages, 1);
 		ck_assert_uint_eq(bad_page(b, size, round + 10, &zeros), (size_t)-1);
 		ck_assert_uint_eq(zeros, 0);
 	}
@@ -263,12 +275,24 @@ START_TEST(fork_while_queued)
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
-	/* the child's copy-on-write may have split the parent's pages again;
-	 * a fault-in after a release queues them once more */
-	ck_assert_msg(wait_huge(r, &st) || (fill(b, size, 2), !hpr_release_lazy(r, 0, size) &&
-								      !hpr_fault_in(r, 0, size) &&
-								      wait_huge(r, &st)),
-		      "not all huge after the fork: %llu pending",
+	/* what the workers did while the child shared the pages may have
+	 * been refused (6.1 says EINVAL for a page with a sharer's extra
+	 * reference); once the queue is drained, a release and a fault-in
+	 * hand any page still small to them again */
+	for (int i = 0; i < WAIT_S * 100; i++) {
+		ck_assert_int_eq(hpr_stats(r, &st), 0);
+		if (!st.collapse_pending)
+			break;
+		usleep(10000);
+	}
+	usleep(100000); /* the page a worker may still hold */
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	if (k.anon_huge < size) {
+		fill(b, size, 2);
+		ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+		ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	}
+	ck_assert_msg(wait_huge(r, &st), "not all huge after the fork: %llu pending",
 		      (unsigned long long)st.collapse_pending);
 	ck_assert_int_eq(t_smaps(b, size, &k), 0);
 	ck_assert_uint_eq(k.anon_huge, size);
@@ -292,7 +316,7 @@ static void *churn_loop(struct churn *c)
 	size_t hp = hpr_page_size(c->r), off = (size_t)c->id * 2 * hp, zeros;
 	char *p = (char *)hpr_base(c->r) + off;
 
-	for (unsigned gen = 1; gen < (t_quick() ? 8u : 80u); gen++) {
+	for (unsigned gen = 1; gen < (t_quick() ? 5u : 80u); gen++) {
 		size_t bad;
 
 		if (hpr_fault_in(c->r, off, 2 * hp)) {
@@ -346,7 +370,7 @@ START_TEST(churn_with_reclaim)
 	while (done < nt) {
 		madvise(hpr_base(r), hpr_size(r), MADV_PAGEOUT);
 		n++;
-		usleep(500);
+		usleep(t_quick() ? 5000 : 500);
 		done = 0;
 		for (int i = 0; i < nt; i++)
 			done += atomic_load(&c[i].done);
