@@ -75,6 +75,12 @@ enum hpr_numa_policy {
  * backend's (HUGETLB on a short pool: THP, or a shmem memfd when shared),
  * then base pages; hpr_stats() .fallback says what was delivered.
  * HPR_F_PSI_RECLAIM: hpr_create fails if the PSI trigger cannot be armed.
+ * HPR_F_COLLAPSE_SYNC (THP): when the kernel reclaimed a released page and
+ * hpr_fault_in gets it back as base pages, collapse it (MADV_COLLAPSE) in
+ * the call, as hpregion 0.1 did: the page is huge when the call returns,
+ * at a cost of milliseconds per 2 MiB on the caller's thread. Without it
+ * the page is usable at once and the region's workers collapse it in the
+ * background (hpr_stats() .collapse_queued, .collapse_pending).
  */
 #define HPR_F_SHARED (1u << 0)	       /* MAP_SHARED; hpr_fd() can be passed on */
 #define HPR_F_FALLBACK (1u << 1)       /* allow another backend, then base pages */
@@ -86,6 +92,7 @@ enum hpr_numa_policy {
 #define HPR_F_PSI_RECLAIM (1u << 7)    /* reclaim lazily released pages under PSI pressure */
 #define HPR_F_ATTACH (1u << 8)	       /* attach to the kept region path/name, else create it */
 #define HPR_F_ATTACH_ONLY (1u << 9)    /* attach to the kept region path/name, or -ENOENT */
+#define HPR_F_COLLAPSE_SYNC (1u << 10) /* THP: collapse reused pages on the caller's thread */
 
 /*
  * Kept regions (docs/attach.md, hpr_attached(3)). HPR_F_ATTACH and
@@ -308,7 +315,14 @@ struct hpr_stats {
 	/* the last hpr_load(HPR_SNAP_LAZY) (carved out of reserved_) */
 	int lazy_load;		/* HPR_LAZY_*: 0 none */
 	int lazy_fallback_err;	/* HPR_LAZY_EAGER: why (-errno of userfaultfd) */
-	uint64_t reserved_[14];
+	/* the background collapse (THP reuse, see HPR_F_COLLAPSE_SYNC; carved
+	 * out of reserved_). A released page the kernel reclaimed comes back
+	 * from hpr_fault_in as base pages; the page is handed to the region's
+	 * workers, which collapse it when idle. */
+	uint64_t collapse_queued;  /* pages handed to the workers, in all */
+	uint64_t collapse_pending; /* of those, not yet taken up */
+	uint64_t collapse_failed;  /* taken up and left small (kernel refused) */
+	uint64_t reserved_[11];
 };
 #define HPR_IO_URING 1
 #define HPR_IO_PREADWRITE 2
