@@ -17,6 +17,13 @@
  *   touch xN       QEMU-style: N threads, static split, a write per page
  *   hpr wK         hpr_fault_in with K workers
  *   callers 1/8    1 or 8 threads calling hpr_fault_in(whole region) at once
+ *   pool hand-off  (THP) hpr_fault_in with the K workers of "hpr wK" over a
+ *                  region whose pages all come from the recycled pool
+ *                  (hpr_pool_configure; filled, destroyed and zeroed
+ *                  before the timing)
+ *   pool zero xT   (THP) the pool's background zeroing: from the destroy
+ *                  of a filled region until the pool has zeroed all of
+ *                  it, T zeroing threads (#19: >= 1.2x raw populate)
  *   global 1/8     the same, with one process-wide mutex held across every
  *                  populate call (the kernel before 3.15 held one
  *                  hugetlb_instantiation_mutex across each fault): the
@@ -300,7 +307,18 @@ static void fn_fault_in(struct team *t, int id)
 }
 
 /* ---- variants ---- */
-enum vtype { V_MEMSET, V_RAWPOP, V_RAWFALLOC, V_MAPPOP, V_TOUCH, V_HPR, V_CALLERS, V_GLOBAL };
+enum vtype {
+	V_MEMSET,
+	V_RAWPOP,
+	V_RAWFALLOC,
+	V_MAPPOP,
+	V_TOUCH,
+	V_HPR,
+	V_CALLERS,
+	V_GLOBAL,
+	V_POOL,
+	V_ZERO
+};
 struct variant {
 	enum vtype type;
 	int n; /* threads / workers / callers */
@@ -365,6 +383,59 @@ static void prewarm(enum kind k)
 	munmap(p, size);
 }
 
+static struct hpr_pool_stats pool_now(void)
+{
+	struct hpr_pool_stats st;
+
+	if (hpr_pool_stats(&st))
+		bench_die("hpr_pool_stats");
+	return st;
+}
+
+/* The recycled pool's variants (THP): fill a region, destroy it into the
+ * pool; V_ZERO times the zeroing of all of it, V_POOL (after it) the
+ * fault-in of a new region from the pool. The pool is off again after. */
+static double run_pool(enum kind k, struct variant *v, double *huge)
+{
+	unsigned fl = v->type == V_ZERO && v->n == 1 ? HPR_POOL_ONE_THREAD : 0;
+	hpr_region *r;
+	double t0, dt;
+	int rc;
+
+	if (hpr_pool_configure(size, fl))
+		bench_die("hpr_pool_configure");
+	r = hpr_mk(k, (unsigned)ncpu);
+	if (hpr_fault_in(r, 0, size))
+		bench_die("hpr_fault_in");
+	memset(hpr_base(r), 0x5a, size);
+	t0 = bench_now();
+	hpr_destroy(r);
+	while (pool_now().clean_bytes < size) {
+		if (bench_now() - t0 > 120)
+			bench_die("the pool did not zero the region in 120 s");
+		usleep(500);
+	}
+	dt = bench_now() - t0;
+	if (v->type == V_ZERO) {
+		*huge = 100.0 * (double)pool_now().huge_mapped / (double)size;
+		hpr_pool_configure(0, 0);
+		return dt;
+	}
+	r = hpr_mk(k, (unsigned)v->n);
+	t0 = bench_now();
+	rc = hpr_fault_in(r, 0, size);
+	dt = bench_now() - t0;
+	if (rc || pool_now().handed_bytes < size) {
+		fprintf(stderr, "%s: %s, %zu of %zu bytes from the pool\n", v->label,
+			rc ? hpr_strerror(rc) : "ok", (size_t)pool_now().handed_bytes, size);
+		exit(1);
+	}
+	*huge = huge_share(hpr_base(r), size);
+	hpr_destroy(r);
+	hpr_pool_configure(0, 0);
+	return dt;
+}
+
 /* One timed fill; returns seconds, sets *huge. */
 static double run_one(enum kind k, struct variant *v, double *huge)
 {
@@ -427,6 +498,9 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 		rc = hpr_fault_in(r, 0, size);
 		dt = bench_now() - t0;
 		break;
+	case V_POOL:
+	case V_ZERO:
+		return run_pool(k, v, huge);
 	case V_CALLERS:
 	case V_GLOBAL:
 		r = hpr_mk(k, 0);
@@ -521,11 +595,11 @@ static double gbs_best(struct variant *v)
  * (raw MADV_POPULATE_WRITE on N threads, one slice each; target >= 0.95)
  * and the hardware's (memset, information only), and the headline: how
  * long until the region is ready, hpregion's fresh prefault next to the
- * raw parallel populate (a recycled-page pool would be a third column).
+ * raw parallel populate, and (THP) the recycled pool's hand-off.
  */
 static void ceilings(enum kind k, struct variant *hn, struct variant *zl)
 {
-	struct variant *rn = find(k, V_RAWPOP, ncpu);
+	struct variant *rn = find(k, V_RAWPOP, ncpu), *pl = find(k, V_POOL, ncpu);
 	char o[64], b[64];
 
 	if (!rn || !hn)
@@ -538,6 +612,24 @@ static void ceilings(enum kind k, struct variant *hn, struct variant *zl)
 	       "memset %.3f s\n",
 	       size / MiB, ncpu, median(hn), ncpu, median(rn), median(rn) / median(hn),
 	       median(zl));
+	if (pl) {
+		struct variant *r1 = find(k, V_RAWPOP, 1);
+
+		printf("  ready time, %zu MiB: fresh prefault (hpr w%d) %.4f s | pool hand-off "
+		       "%.4f s | raw pop x%d %.4f s; fresh / hand-off %.1fx (paired %.1fx, "
+		       ">= 10)\n",
+		       size / MiB, ncpu, median(hn), median(pl), ncpu, median(rn),
+		       median(hn) / median(pl), paired(hn, pl));
+		for (int n = 1; n <= ncpu; n++) {
+			struct variant *z = find(k, V_ZERO, n);
+
+			if (z)
+				printf("  pool zeroing x%d %.2f GB/s / raw populate x1 %.2f GB/s = "
+				       "%.2fx (paired %.2fx, >= 1.2; %s)\n",
+				       n, gbs(z), gbs(r1), gbs(z) / gbs(r1), paired(r1, z),
+				       hpr_pool_zero_method_name());
+		}
+	}
 	if (!jf)
 		return;
 	snprintf(o, sizeof(o), "hpr w%d %.2f GB/s", ncpu, gbs(hn));
@@ -712,6 +804,12 @@ int main(int argc, char **argv)
 		ADDN(k, V_CALLERS, 8, "callers %d");
 		ADDN(k, V_GLOBAL, 1, "global %d");
 		ADDN(k, V_GLOBAL, 8, "global %d");
+		if (k == K_THP && !hpr_pool_supported(HPR_BACKEND_THP)) {
+			ADDN(k, V_POOL, ncpu, "pool hand-off w%d");
+			ADDN(k, V_ZERO, 1, "pool zero x%d");
+			if (ncpu > 1)
+				ADDN(k, V_ZERO, ncpu, "pool zero x%d");
+		}
 	}
 	warm();
 	for (int rep = 0; rep <= reps; rep++) {

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "rpool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -632,6 +633,35 @@ static int finish_odd(hpr_region *r, size_t i, enum claim c, uint8_t p)
 	return finish_page(r, i, p);
 }
 
+/*
+ * Fill the claimed run [a, b): with zeroed pages of the recycled pool
+ * (rpool.c) where it has them, for absent pages of a region it serves;
+ * populate the rest. Without a pool (hpr_pool_configure never called, or
+ * empty) this is populate_run.
+ */
+static void fill_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev, int *rcs)
+{
+	bool got[HPR_RUN_MAX_ATTACHED] = { false };
+	size_t s;
+
+	if (!hpr__rpool_has_clean() || !hpr__rpool_region_ok(r) ||
+	    !hpr__rpool_fill(r, a, b, prev, got)) {
+		populate_run(r, a, b, prev, rcs);
+		return;
+	}
+	for (size_t i = a; i < b;) {
+		if (got[i - a]) {
+			rcs[i - a] = 0;
+			publish_page(r, i, prev[i - a], 0);
+			i++;
+			continue;
+		}
+		for (s = i; i < b && !got[i - a]; i++)
+			;
+		populate_run(r, s, i, prev + (s - a), rcs + (s - a));
+	}
+}
+
 static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 		       const _Atomic bool *cancel, size_t *done, size_t *err_idx)
 {
@@ -650,7 +680,7 @@ static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 
 		i = claim_run(r, i, last, prev, &c, &p);
 		if (i > rs) {
-			populate_run(r, rs, i, prev, rcs);
+			fill_run(r, rs, i, prev, rcs);
 			for (size_t k = rs; k < i; k++)
 				note_result(rcs[k - rs], k, &err, err_idx, done);
 		}

@@ -295,8 +295,10 @@ void hpr__fork_handle_del(struct hpr__fork_handle *h);
  * new (returns true in the child only). */
 bool hpr__fork_mutex(pthread_mutex_t *mu, int phase);
 /* The library-wide leaf locks: prepare takes them after every handle's,
- * in this order; parent and child go in the reverse. */
-enum { HPR__FORK_LEAF_FAULT, HPR__FORK_LEAF_PROBE, HPR__FORK_LEAVES };
+ * in this order; parent and child go in the reverse. The recycled pool's
+ * locks (rpool.c) come first: the pool asks the pagemap and the probe
+ * cache while it holds them, never the other way round. */
+enum { HPR__FORK_LEAF_POOL, HPR__FORK_LEAF_FAULT, HPR__FORK_LEAF_PROBE, HPR__FORK_LEAVES };
 /* Have the handlers call fn(phase) for leaf slot (idempotent; installs the
  * handlers on first use, as hpr__fork_lock does). */
 void hpr__fork_leaf(unsigned slot, void (*fn)(int phase));

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "backend.h"
+#include "rpool.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -239,6 +240,9 @@ static int region_free(hpr_region *r)
 	hpr__release_destroy(r);
 	if (r->locked)
 		hpr__os->munlock(r->base, r->size);
+	/* the recycled pool (off unless hpr_pool_configure turned it on)
+	 * takes the region's huge pages before the mapping goes */
+	hpr__rpool_donate(r);
 	rc = hpr__backend_destroy(r);
 	if (r->partial)
 		for (size_t i = 0; i < r->npages; i++)
