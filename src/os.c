@@ -412,9 +412,13 @@ static int os_any_resident(void *addr, size_t len)
 	return 0;
 }
 
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+
 static int os_mremap_fixed(void *old, size_t len, void *new_addr)
 {
-	void *p = mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, new_addr);
+	void *p = mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, new_addr);
 
 	return p == MAP_FAILED ? -errno : 0;
 }

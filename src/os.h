@@ -164,9 +164,11 @@ struct hpr_os_ops {
 	int (*uffd_open)(bool user_only);
 	/* ioctl(2) with a pointer argument: 0 or -errno (UFFDIO_*) */
 	int (*ioctl)(int fd, unsigned long req, void *arg);
-	/* mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, new): move
-	 * the pages and page tables of [old, old+len) to new, unmapping what
-	 * was at new and leaving old unmapped (the pool, rpool.c) */
+	/* mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED |
+	 * MREMAP_DONTUNMAP, new) (Linux 5.7; any mapping 5.13): move the
+	 * pages and page tables of [old, old+len) to new, replacing what was
+	 * at new in the same step, and leave old mapped and empty -- never a
+	 * hole another thread's mmap could take (the pool, rpool.c) */
 	int (*mremap_fixed)(void *old, size_t len, void *new_addr);
 };
 

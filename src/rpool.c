@@ -8,8 +8,16 @@
  * moves each PMD (mm/mremap.c move_huge_pmd), so a 2 MiB page changes
  * place for the price of a page-table update. The pool keeps its pages in
  * chunks, each an aligned range that one region run was moved to; a page
- * is GONE (moved out or unmapped), DIRTY (old contents), ZEROING (a thread
- * writes zeros over it, no lock held) or CLEAN (zeros).
+ * is GONE (moved out or freed), DIRTY (old contents), ZEROING (a thread
+ * writes zeros over it, no lock held), CLEAN (zeros) or MOVING (being
+ * moved into a region, no lock held).
+ *
+ * Every move leaves its source mapped and empty (MREMAP_DONTUNMAP), and a
+ * chunk's range stays mapped until its last page has left: a plain move
+ * would leave a hole that another thread's mmap (a region, a thread
+ * stack) could take, and the region's unmap, or the pool's view of the
+ * chunk, would then hit that mapping (seen: a thread stack overwritten,
+ * a region handed another region's bytes).
  *
  * The rules that keep old bytes from leaking:
  *  - only CLEAN pages are handed out, and a page becomes CLEAN only after
@@ -42,7 +50,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-enum { PG_GONE, PG_DIRTY, PG_ZEROING, PG_CLEAN };
+enum { PG_GONE, PG_DIRTY, PG_ZEROING, PG_CLEAN, PG_MOVING };
 
 struct chunk {
 	struct chunk *next;
@@ -123,17 +131,21 @@ static void chunk_gc(struct chunk *c)
 			*pp = c->next;
 			break;
 		}
+	/* the chunk's range stayed mapped (empty where pages left) until
+	 * now: no other mapping could be placed inside it */
+	hpr__os->munmap(c->base, c->npages << P.shift);
 	free(c);
 }
 
-/* Unmap page i of c, DIRTY or CLEAN (under mu). */
+/* Free page i of c, DIRTY or CLEAN (under mu): its memory goes back to
+ * the kernel, its range stays the chunk's until chunk_gc unmaps it. */
 static void drop_page(struct chunk *c, size_t i)
 {
 	if (c->st[i] == PG_DIRTY)
 		P.dirty--;
 	else if (c->st[i] == PG_CLEAN)
 		P.clean--;
-	hpr__os->munmap(c->base + (i << P.shift), P.ps);
+	hpr__os_discard(c->base + (i << P.shift), P.ps, HPR__DISCARD_NOW);
 	c->st[i] = PG_GONE;
 	c->live--;
 	P.pages--;
@@ -488,51 +500,63 @@ bool hpr__rpool_region_ok(const hpr_region *r)
 }
 
 /*
- * Take up to want CLEAN pages in a row from one chunk: their address, *k
- * how many (0: none). They are GONE in the books at once: nobody else
- * touches them, and the chunk may be freed (its pages are only an
- * address range).
+ * Take up to want CLEAN pages in a row from one chunk: *cp, *ip and *k
+ * say which (k 0: none). They are MOVING: nobody else touches them, and
+ * the chunk stays until put_run says they have left.
  */
-static char *take_run(size_t ps, size_t want, size_t *k)
+static void take_run(size_t ps, size_t want, struct chunk **cp, size_t *ip, size_t *k)
 {
-	char *src = NULL;
-
 	*k = 0;
 	pthread_mutex_lock(&P.mu);
-	for (struct chunk *c = ps == P.ps ? P.chunks : NULL, *next; c; c = next) {
+	for (struct chunk *c = ps == P.ps ? P.chunks : NULL; c; c = c->next) {
 		size_t i = 0, n = 0;
 
-		next = c->next;
 		while (i < c->npages && c->st[i] != PG_CLEAN)
 			i++;
 		if (i == c->npages)
 			continue;
 		while (i + n < c->npages && n < want && c->st[i + n] == PG_CLEAN) {
-			c->st[i + n] = PG_GONE;
+			c->st[i + n] = PG_MOVING;
 			n++;
 		}
-		src = c->base + (i << P.shift);
-		c->live -= n;
 		P.clean -= n;
-		P.pages -= n;
-		P.handed += n;
+		*cp = c;
+		*ip = i;
 		*k = n;
-		chunk_gc(c);
 		break;
 	}
 	sync_clean();
 	pthread_mutex_unlock(&P.mu);
-	return src;
+}
+
+/* The MOVING pages [i, i+n) of c have left (moved, or freed: moved
+ * false, the move failed). */
+static void put_run(struct chunk *c, size_t i, size_t n, bool moved)
+{
+	pthread_mutex_lock(&P.mu);
+	if (!moved)
+		hpr__os_discard(c->base + (i << P.shift), n << P.shift, HPR__DISCARD_NOW);
+	memset(c->st + i, PG_GONE, n);
+	c->live -= n;
+	P.pages -= n;
+	if (moved)
+		P.handed += n;
+	else
+		P.dropped += n;
+	chunk_gc(c);
+	pthread_mutex_unlock(&P.mu);
 }
 
 size_t hpr__rpool_fill(hpr_region *r, size_t a, size_t b, const uint8_t *prev, bool *got)
 {
 	size_t n_got = 0, ps = r->page_size;
+	unsigned shift = r->page_shift;
 	char nm[80];
 
 	snprintf(nm, sizeof(nm), "hpr:%s", r->name);
 	for (size_t i = a; i < b;) {
-		size_t j = i, k;
+		size_t j = i, k, ci;
+		struct chunk *c;
 		char *src, *dst;
 
 		if (prev[i - a] != HPR_PS_ABSENT) {
@@ -541,14 +565,16 @@ size_t hpr__rpool_fill(hpr_region *r, size_t a, size_t b, const uint8_t *prev, b
 		}
 		while (j < b && prev[j - a] == HPR_PS_ABSENT && j - i < 512)
 			j++;
-		src = take_run(ps, j - i, &k);
-		if (!src)
+		take_run(ps, j - i, &c, &ci, &k);
+		if (!k)
 			return n_got;
+		src = c->base + (ci << shift);
 		dst = r->base + hpr__page_off(r, i);
 		if (hpr__os->mremap_fixed(src, k * ps, dst)) {
-			hpr__os->munmap(src, k * ps);
+			put_run(c, ci, k, false);
 			return n_got;
 		}
+		put_run(c, ci, k, true);
 		/* the pool's pages were MADV_DONTFORK: the region's are not */
 		hpr__os_do_fork(dst, k * ps);
 		hpr__os->name_anon(dst, k * ps, nm);
