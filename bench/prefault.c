@@ -35,7 +35,11 @@
  * bench mounts its tmpfs/hugetlbfs in a private mount namespace, and sets
  * the hugetlb pool under the system lock (HPR_SYSTEM_LOCK), restoring it at exit.
  *
- *   prefault [--quick] [--size MiB] [--reps N] [--workers N] [--json FILE]
+ *   prefault [--quick] [--pool] [--size MiB] [--reps N] [--workers N] [--json FILE]
+ *
+ * --pool runs THP alone, with the variants the pool's targets compare
+ * (memset, raw populate x1/xN, hpr wN, pool hand-off, pool zero x1/xN), and
+ * touches no mount and no hugetlb pool.
  *
  * Per backend the report gives both ceilings: hpr wN / raw pop xN (the
  * kernel's, target >= 0.95) and hpr wN / memset (the hardware's, for
@@ -69,8 +73,10 @@ static int maxw = 0;
 static char tmpfs_dir[64], htlb_dir[64];
 static FILE *jf;
 static int jheads;
+static bool pool_only;
 
 enum kind { K_THP, K_SHMEM, K_HUGETLB, NKINDS };
+static int nkinds = NKINDS;
 static const char *const kind_name[] = { "THP", "shmem huge=always", "hugetlb 2M" };
 
 /* ---- system setup: private mounts, hugetlb pool; bench_restore() at exit ---- */
@@ -78,6 +84,8 @@ static void setup(void)
 {
 	unsigned long got;
 
+	if (pool_only)
+		return; /* changes nothing of the system's: no lock, no mounts */
 	bench_isolate("prefault: run as root (mounts, hugetlb pool)");
 	if (bench_mount_tmp("tmpfs", "huge=always", tmpfs_dir, sizeof(tmpfs_dir)))
 		bench_die("mount tmpfs huge=always");
@@ -599,7 +607,7 @@ static double gbs_best(struct variant *v)
  */
 static void ceilings(enum kind k, struct variant *hn, struct variant *zl)
 {
-	struct variant *rn = find(k, V_RAWPOP, ncpu), *pl = find(k, V_POOL, ncpu);
+	struct variant *rn = find(k, V_RAWPOP, ncpu);
 	char o[64], b[64];
 
 	if (!rn || !hn)
@@ -612,24 +620,6 @@ static void ceilings(enum kind k, struct variant *hn, struct variant *zl)
 	       "memset %.3f s\n",
 	       size / MiB, ncpu, median(hn), ncpu, median(rn), median(rn) / median(hn),
 	       median(zl));
-	if (pl) {
-		struct variant *r1 = find(k, V_RAWPOP, 1);
-
-		printf("  ready time, %zu MiB: fresh prefault (hpr w%d) %.4f s | pool hand-off "
-		       "%.4f s | raw pop x%d %.4f s; fresh / hand-off %.1fx (paired %.1fx, "
-		       ">= 10)\n",
-		       size / MiB, ncpu, median(hn), median(pl), ncpu, median(rn),
-		       median(hn) / median(pl), paired(hn, pl));
-		for (int n = 1; n <= ncpu; n++) {
-			struct variant *z = find(k, V_ZERO, n);
-
-			if (z)
-				printf("  pool zeroing x%d %.2f GB/s / raw populate x1 %.2f GB/s = "
-				       "%.2fx (paired %.2fx, >= 1.2; %s)\n",
-				       n, gbs(z), gbs(r1), gbs(z) / gbs(r1), paired(r1, z),
-				       hpr_pool_zero_method_name());
-		}
-	}
 	if (!jf)
 		return;
 	snprintf(o, sizeof(o), "hpr w%d %.2f GB/s", ncpu, gbs(hn));
@@ -645,11 +635,41 @@ static void ceilings(enum kind k, struct variant *hn, struct variant *zl)
 		jheads++ ? "," : "", kind_name[k], size / MiB, o, b, paired(rn, hn));
 }
 
+/*
+ * The pool's headline (#19 item 1): ready time of a fresh prefault, of the
+ * pool's hand-off and of raw parallel populate side by side (target: the
+ * hand-off >= 10x sooner than the fresh prefault), and the background
+ * zeroing rate against the kernel's single-thread populate (>= 1.2x).
+ */
+static void pool_head(enum kind k)
+{
+	struct variant *rn = find(k, V_RAWPOP, ncpu), *pl = find(k, V_POOL, ncpu);
+	struct variant *hn = find(k, V_HPR, ncpu), *r1 = find(k, V_RAWPOP, 1);
+
+	if (!rn)
+		rn = r1;
+	if (!hn || !rn || !pl)
+		return;
+	printf("  ready time, %zu MiB: fresh prefault (hpr w%d) %.4f s | pool hand-off "
+	       "%.4f s | raw pop x%d %.4f s; fresh / hand-off %.1fx (paired %.1fx, >= 10)\n",
+	       size / MiB, ncpu, median(hn), median(pl), ncpu, median(rn),
+	       median(hn) / median(pl), paired(hn, pl));
+	for (int n = 1; n <= ncpu; n++) {
+		struct variant *z = find(k, V_ZERO, n);
+
+		if (z)
+			printf("  pool zeroing x%d %.2f GB/s / raw populate x1 %.2f GB/s = "
+			       "%.2fx (paired %.2fx, >= 1.2; %s)\n",
+			       n, gbs(z), gbs(r1), gbs(z) / gbs(r1), paired(r1, z),
+			       hpr_pool_zero_method_name());
+	}
+}
+
 static void report(enum kind k)
 {
 	struct variant *zl = find(k, V_MEMSET, ncpu), *raw = find(k, V_RAWPOP, 1);
 	/* the zeroing limit is the faster of memset x1 and xN */
-	if (ncpu > 1 && gbs(find(k, V_MEMSET, 1)) > gbs(zl))
+	if (!zl || (ncpu > 1 && gbs(find(k, V_MEMSET, 1)) > gbs(zl)))
 		zl = find(k, V_MEMSET, 1);
 	struct variant *c1 = find(k, V_CALLERS, 1), *g1 = find(k, V_GLOBAL, 1);
 
@@ -671,6 +691,9 @@ static void report(enum kind k)
 			printf(" %8.2f", median(v) / median(v->type == V_GLOBAL ? g1 : c1));
 		printf("\n");
 	}
+	pool_head(k);
+	if (pool_only)
+		return;
 	{
 		struct variant *hn = find(k, V_HPR, ncpu), *h1 = find(k, V_HPR, 1);
 		struct variant *c8 = find(k, V_CALLERS, 8), *g8 = find(k, V_GLOBAL, 8);
@@ -739,7 +762,7 @@ static void warm(void)
 static void json_tail(void)
 {
 	fprintf(jf, "],\"series\":[");
-	for (int k = 0; k < NKINDS; k++) {
+	for (int k = 0; k < nkinds; k++) {
 		fprintf(jf, "%s{\"title\":\"prefault %s, %zu MiB\",\"xlabel\":\"workers\","
 			    "\"ylabel\":\"GB/s (median)\",\"lines\":{\"hpregion\":[",
 			k ? "," : "", kind_name[k], size / MiB);
@@ -752,7 +775,7 @@ static void json_tail(void)
 		fprintf(jf, "]}}");
 	}
 	fprintf(jf, "],\"results\":[");
-	for (int k = 0, first = 1; k < NKINDS; k++)
+	for (int k = 0, first = 1; k < nkinds; k++)
 		for (int i = 0; i < nvs[k]; i++, first = 0)
 			fprintf(jf, "%s{\"backend\":\"%s\",\"variant\":\"%s\",\"gbs\":%.3f,"
 				    "\"gbs_best\":%.3f,\"huge_pct\":%.1f}",
@@ -760,6 +783,21 @@ static void json_tail(void)
 				gbs_best(&vs[k][i]), vs[k][i].huge_min);
 	fprintf(jf, "]}\n");
 	fclose(jf);
+}
+
+/* the library's log line with the zeroing methods' rates */
+static void pool_log(enum hpr_log_level lvl, const char *msg, void *arg)
+{
+	(void)lvl;
+	(void)arg;
+	if (!strncmp(msg, "pool:", 5))
+		printf("%s\n", msg);
+}
+
+static void pool_mode(void)
+{
+	pool_only = true;
+	nkinds = 1; /* K_THP */
 }
 
 static void quick(void)
@@ -771,9 +809,15 @@ static void quick(void)
 int main(int argc, char **argv)
 {
 	const char *json = NULL;
-	const struct bench_opt opts[] = { BENCH_QUICK(quick), BENCH_SIZE(&size),
-					  BENCH_REPS(&reps),  BENCH_INT("--workers", "N", &maxw),
-					  BENCH_JSON(&json),  BENCH_END };
+	const struct bench_opt opts[] = {
+		BENCH_QUICK(quick),
+		{ "--pool", NULL, BENCH_T_CALL, NULL, pool_mode },
+		BENCH_SIZE(&size),
+		BENCH_REPS(&reps),
+		BENCH_INT("--workers", "N", &maxw),
+		BENCH_JSON(&json),
+		BENCH_END,
+	};
 
 	if (bench_args(argc, argv, opts))
 		return 2;
@@ -787,7 +831,14 @@ int main(int argc, char **argv)
 	setup();
 	printf("prefault: %zu MiB per fill, %d reps + 1 warm-up rep, %d CPUs, hpregion %s\n",
 	       size / MiB, reps, ncpu, hpr_version());
-	for (int k = 0; k < NKINDS; k++) {
+	for (int k = 0; k < nkinds && pool_only; k++) {
+		ADDN(k, V_MEMSET, 1, "memset x%d");
+		ADD1(k, V_RAWPOP, "raw populate");
+		if (ncpu > 1)
+			ADDN(k, V_RAWPOP, ncpu, "raw pop x%d");
+		ADDN(k, V_HPR, ncpu, "hpr w%d");
+	}
+	for (int k = 0; k < nkinds && !pool_only; k++) {
 		ADDN(k, V_MEMSET, 1, "memset x%d");
 		if (ncpu > 1)
 			ADDN(k, V_MEMSET, ncpu, "memset x%d");
@@ -804,6 +855,8 @@ int main(int argc, char **argv)
 		ADDN(k, V_CALLERS, 8, "callers %d");
 		ADDN(k, V_GLOBAL, 1, "global %d");
 		ADDN(k, V_GLOBAL, 8, "global %d");
+	}
+	for (int k = 0; k < nkinds; k++) {
 		if (k == K_THP && !hpr_pool_supported(HPR_BACKEND_THP)) {
 			ADDN(k, V_POOL, ncpu, "pool hand-off w%d");
 			ADDN(k, V_ZERO, 1, "pool zero x%d");
@@ -811,10 +864,11 @@ int main(int argc, char **argv)
 				ADDN(k, V_ZERO, ncpu, "pool zero x%d");
 		}
 	}
+	hpr_set_log(pool_log, NULL);
 	warm();
 	for (int rep = 0; rep <= reps; rep++) {
-		for (int kk = 0; kk < NKINDS; kk++) {
-			int k = (kk + rep) % NKINDS;
+		for (int kk = 0; kk < nkinds; kk++) {
+			int k = (kk + rep) % nkinds;
 
 			for (int ii = 0; ii < nvs[k]; ii++) {
 				/* rotate the order each rep: no variant always
@@ -840,7 +894,7 @@ int main(int argc, char **argv)
 			    "\"headline\":[",
 			size / MiB, reps, ncpu);
 	}
-	for (int k = 0; k < NKINDS; k++)
+	for (int k = 0; k < nkinds; k++)
 		report(k);
 	if (jf)
 		json_tail();

@@ -86,6 +86,9 @@ static struct {
 };
 /* P.clean, for the fault path's lock-free look */
 static _Atomic size_t clean_avail;
+/* P.max_pages != 0, for hpr_destroy's lock-free look: with the pool off
+ * (never configured, or configured to 0) a destroy takes no pool lock */
+static _Atomic bool pool_on;
 
 bool hpr__rpool_has_clean(void)
 {
@@ -409,6 +412,7 @@ int hpr_pool_configure(size_t max_bytes, unsigned flags)
 		P.shift = (unsigned)__builtin_ctzl(ps);
 	}
 	P.max_pages = P.ps ? max_bytes / P.ps : 0;
+	atomic_store_explicit(&pool_on, P.max_pages != 0, memory_order_relaxed);
 	P.flags = flags;
 	P.want_threads = flags & HPR_POOL_ONE_THREAD ? 1 : default_threads();
 	trim();
@@ -680,6 +684,8 @@ void hpr__rpool_donate(hpr_region *r)
 	size_t ps = r->page_size;
 	bool all;
 
+	if (!atomic_load_explicit(&pool_on, memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&P.mu);
 	all = P.max_pages && P.ps == ps;
 	pthread_mutex_unlock(&P.mu);
