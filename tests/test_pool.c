@@ -569,12 +569,23 @@ START_TEST(pool_memcg_shrinks)
 }
 END_TEST
 
+/* A test case that holds the system lock for its run: THP's sysfs mode
+ * must stay as it is (other suites change it under the lock), and the
+ * memcg case makes a cgroup. */
+static TCase *locked_tcase(const char *name)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_unchecked_fixture(tc, t_system_lock_begin, t_system_lock_end);
+	return tc;
+}
+
 static Suite *pool_suite(void)
 {
 	Suite *s = suite_create("pool");
-	TCase *tc = tcase_create("pool");
+	TCase *tc = locked_tcase("pool");
 
-	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, pool_off_by_default);
 	tcase_add_test(tc, pool_badinput);
 	tcase_add_test(tc, pool_never_hands_old_bytes);
@@ -582,16 +593,14 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, pool_not_for_shmem);
 	tcase_add_test(tc, pool_concurrent_churn);
 	suite_add_tcase(s, tc);
-	tc = tcase_create("fork");
-	tcase_set_timeout(tc, 300);
+	tc = locked_tcase("fork");
 	tcase_add_test(tc, pool_fork);
 	suite_add_tcase(s, tc);
 	/* not under TSan: its shadow memory (several times what the test
 	 * touches) is charged to the cgroup and decides who is killed; the
 	 * plain and ASan builds run it */
 	if (!T_TSAN) {
-		tc = tcase_create("memcg");
-		tcase_set_timeout(tc, 300);
+		tc = locked_tcase("memcg");
 		tcase_add_test(tc, pool_memcg_shrinks);
 		suite_add_tcase(s, tc);
 	}
