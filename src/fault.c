@@ -641,11 +641,15 @@ static int finish_odd(hpr_region *r, size_t i, enum claim c, uint8_t p)
  */
 static void fill_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev, int *rcs)
 {
-	bool got[HPR_RUN_MAX_ATTACHED] = { false };
+	bool got[HPR_RUN_MAX_ATTACHED];
 	size_t s;
 
-	if (!hpr__rpool_has_clean() || !hpr__rpool_region_ok(r) ||
-	    !hpr__rpool_fill(r, a, b, prev, got)) {
+	if (!hpr__rpool_has_clean() || !hpr__rpool_region_ok(r)) {
+		populate_run(r, a, b, prev, rcs);
+		return;
+	}
+	memset(got, 0, (b - a) * sizeof(got[0]));
+	if (!hpr__rpool_fill(r, a, b, prev, got)) {
 		populate_run(r, a, b, prev, rcs);
 		return;
 	}
