@@ -602,8 +602,10 @@ size_t hpr__rpool_fill(hpr_region *r, size_t a, size_t b, const uint8_t *prev, b
 	return n_got;
 }
 
-/* Move the run of n pages of r at idx into a new chunk: 0 or -errno. */
-static int donate_run(hpr_region *r, size_t idx, size_t n)
+/* Move the run of n pages of r at idx into a new chunk: 0 or -errno.
+ * src_stays: the source range stays part of a live region (a reclaimed
+ * page), which a forked child must inherit. */
+static int donate_run(hpr_region *r, size_t idx, size_t n, bool src_stays)
 {
 	size_t ps = r->page_size, len = n * ps;
 	char *src = r->base + hpr__page_off(r, idx), *dst;
@@ -627,14 +629,21 @@ static int donate_run(hpr_region *r, size_t idx, size_t n)
 		hpr__os->munmap(res, (size_t)(dst - (char *)res));
 	if (dst + len < (char *)res + len + ps)
 		hpr__os->munmap(dst + len, (size_t)((char *)res + len + ps - (dst + len)));
-	/* DONTFORK before the move: a fork from here on never maps them */
-	hpr__os_dont_fork(src, len);
+	/* DONTFORK before the move: a fork from here on never maps them.
+	 * A page of a live region keeps its flags (the source range stays
+	 * mapped and must be inherited); its chunk is DONTFORK after the
+	 * move, and a fork in between gives the child a mapping of the
+	 * released bytes it had inherited as the region's anyway. */
+	if (!src_stays)
+		hpr__os_dont_fork(src, len);
 	rc = hpr__os->mremap_fixed(src, len, dst);
 	if (rc) {
 		hpr__os->munmap(dst, len);
 		free(c);
 		return rc;
 	}
+	if (src_stays)
+		hpr__os_dont_fork(dst, len);
 	hpr__os_discard(dst, len, HPR__DISCARD_LAZY);
 	hpr__os->name_anon(dst, len, "hpr:pool");
 	c->base = dst;
@@ -672,6 +681,18 @@ static size_t reserve(size_t n)
 	return k;
 }
 
+/* Reserve room for one page of size ps: whether there was room. */
+static bool reserve_ps(size_t ps)
+{
+	bool ok;
+
+	pthread_mutex_lock(&P.mu);
+	ok = P.ps == ps && P.max_pages > P.pages;
+	P.pages += ok;
+	pthread_mutex_unlock(&P.mu);
+	return ok;
+}
+
 static void unreserve(size_t n)
 {
 	pthread_mutex_lock(&P.mu);
@@ -706,10 +727,26 @@ void hpr__rpool_donate(hpr_region *r)
 		k = reserve(j - idx);
 		if (!k)
 			return;
-		if (donate_run(r, idx, k)) {
+		if (donate_run(r, idx, k, false)) {
 			unreserve(k);
 			return;
 		}
 		idx = j;
 	}
+}
+
+bool hpr__rpool_take_page(hpr_region *r, size_t idx)
+{
+	char *a = r->base + hpr__page_off(r, idx);
+
+	if (!atomic_load_explicit(&pool_on, memory_order_relaxed) || !hpr__rpool_region_ok(r))
+		return false;
+	/* a released page the kernel took or split is not worth a move */
+	if (!huge_at(a, r->page_size) || !reserve_ps(r->page_size))
+		return false;
+	if (donate_run(r, idx, 1, true)) {
+		unreserve(1);
+		return false;
+	}
+	return true;
 }

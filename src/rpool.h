@@ -37,4 +37,9 @@ size_t hpr__rpool_fill(struct hpr_region *r, size_t a, size_t b, const uint8_t *
  * limit allows) before the region is unmapped. */
 void hpr__rpool_donate(struct hpr_region *r);
 
+/* hpr_reclaim (release.c): move the released huge page idx of r, taken
+ * BUSY, into the pool instead of discarding it. true: moved, the page's
+ * range is empty now (as after MADV_DONTNEED); false: discard it. */
+bool hpr__rpool_take_page(struct hpr_region *r, size_t idx);
+
 #endif

@@ -185,6 +185,44 @@ START_TEST(pool_never_hands_old_bytes)
 }
 END_TEST
 
+/* hpr_reclaim of released THP pages moves them into the pool; the
+ * region's range stays mapped (and inherited by a child), and a fault-in
+ * gets zeroed pages back. */
+START_TEST(pool_takes_reclaimed)
+{
+	size_t sz = 16 * MiB, got = 0;
+	struct hpr_stats st;
+	hpr_region *r;
+	pid_t pid;
+	int status;
+
+	need_pool();
+	ck_assert_int_eq(hpr_pool_configure(64 * MiB, 0), 0);
+	r = t_region(HPR_BACKEND_THP, NULL, sz, 0, HPR_F_PREFAULT);
+	memset(hpr_base(r), 0x6b, sz);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, sz), 0);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, sz);
+	ck_assert_uint_eq(pst().donated_bytes, sz);
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_uint_eq(st.resident, 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		/* mapped here too (the pool's DONTFORK did not stay on the
+		 * region's range): a read faults in a zero page */
+		_exit(((volatile char *)hpr_base(r))[sz - 1] == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+	wait_clean(sz);
+	ck_assert_int_eq(hpr_fault_in(r, 0, sz), 0);
+	ck_assert_uint_eq(pst().handed_bytes, sz);
+	check_zero_huge(r, "a region faulted back in from the pool after hpr_reclaim");
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
 START_TEST(pool_limit_and_off)
 {
 	struct hpr_pool_stats s;
@@ -589,6 +627,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, pool_off_by_default);
 	tcase_add_test(tc, pool_badinput);
 	tcase_add_test(tc, pool_never_hands_old_bytes);
+	tcase_add_test(tc, pool_takes_reclaimed);
 	tcase_add_test(tc, pool_limit_and_off);
 	tcase_add_test(tc, pool_not_for_shmem);
 	tcase_add_test(tc, pool_concurrent_churn);

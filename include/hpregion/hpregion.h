@@ -470,7 +470,9 @@ HPR_API int hpr_load_cancel(hpr_region *r);
  * max_bytes nothing below changes any other call. Once on, hpr_destroy()
  * of a THP region moves its PMD-mapped huge pages (up to max_bytes in the
  * pool in all) to a process-wide pool instead of unmapping them: the page
- * tables move (mremap), nothing is copied. Background threads write zeros
+ * tables move (mremap), nothing is copied; hpr_reclaim() of its released
+ * pages (also the lazy budget's and the PSI reclaimer's) moves those that
+ * are still whole huge pages there too. Background threads write zeros
  * over every pool page; only pages they zeroed are handed out. A fault-in
  * of a fresh (never faulted) range of a THP region -- hpr_fault_in(),
  * HPR_F_PREFAULT, the background prefault -- takes zeroed pages from the
