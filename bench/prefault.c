@@ -9,11 +9,21 @@
  *
  *   memset xN      memset over already-resident memory: the zeroing limit
  *   raw populate   one thread, one MADV_POPULATE_WRITE over the range
+ *   raw pop xN     N threads, one MADV_POPULATE_WRITE each over its slice:
+ *                  the kernel's own limit for N CPUs (#19: the ceiling
+ *                  hpregion with N workers is held to, >= 0.95)
  *   raw falloc+pop fallocate the file, then the same (shmem, hugetlb)
  *   MAP_POPULATE   mmap(MAP_POPULATE)
  *   touch xN       QEMU-style: N threads, static split, a write per page
  *   hpr wK         hpr_fault_in with K workers
  *   callers 1/8    1 or 8 threads calling hpr_fault_in(whole region) at once
+ *   pool hand-off  (THP) hpr_fault_in with the K workers of "hpr wK" over a
+ *                  region whose pages all come from the recycled pool
+ *                  (hpr_pool_configure; filled, destroyed and zeroed
+ *                  before the timing)
+ *   pool zero xT   (THP) the pool's background zeroing: from the destroy
+ *                  of a filled region until the pool has zeroed all of
+ *                  it, T zeroing threads (#19: >= 1.2x raw populate)
  *   global 1/8     the same, with one process-wide mutex held across every
  *                  populate call (the kernel before 3.15 held one
  *                  hugetlb_instantiation_mutex across each fault): the
@@ -25,7 +35,17 @@
  * bench mounts its tmpfs/hugetlbfs in a private mount namespace, and sets
  * the hugetlb pool under the system lock (HPR_SYSTEM_LOCK), restoring it at exit.
  *
- *   prefault [--quick] [--size MiB] [--reps N] [--workers N] [--json FILE]
+ *   prefault [--quick] [--pool] [--size MiB] [--reps N] [--workers N] [--json FILE]
+ *
+ * --pool runs THP alone, with the variants the pool's targets compare
+ * (memset, raw populate x1/xN, hpr wN, pool hand-off, pool zero x1/xN), and
+ * touches no mount and no hugetlb pool.
+ *
+ * Per backend the report gives both ceilings: hpr wN / raw pop xN (the
+ * kernel's, target >= 0.95) and hpr wN / memset (the hardware's, for
+ * information: on some hosts the kernel clears pages at ~0.7x memset), and
+ * a "ready time" row: seconds until the whole region is usable, fresh
+ * prefault (hpr wN) next to raw parallel populate.
  *
  * --json writes the medians, the headline ratios and a GB/s-per-worker
  * series for bench/run.
@@ -53,8 +73,10 @@ static int maxw = 0;
 static char tmpfs_dir[64], htlb_dir[64];
 static FILE *jf;
 static int jheads;
+static bool pool_only;
 
 enum kind { K_THP, K_SHMEM, K_HUGETLB, NKINDS };
+static int nkinds = NKINDS;
 static const char *const kind_name[] = { "THP", "shmem huge=always", "hugetlb 2M" };
 
 /* ---- system setup: private mounts, hugetlb pool; bench_restore() at exit ---- */
@@ -62,6 +84,8 @@ static void setup(void)
 {
 	unsigned long got;
 
+	if (pool_only)
+		return; /* changes nothing of the system's: no lock, no mounts */
 	bench_isolate("prefault: run as root (mounts, hugetlb pool)");
 	if (bench_mount_tmp("tmpfs", "huge=always", tmpfs_dir, sizeof(tmpfs_dir)))
 		bench_die("mount tmpfs huge=always");
@@ -215,6 +239,15 @@ static void fn_memset(struct team *t, int id)
 	memset(b, 0, l);
 }
 
+static void fn_populate(struct team *t, int id)
+{
+	char *b;
+	size_t l;
+
+	part(t, id, &b, &l);
+	t->rc[id] = madvise(b, l, MADV_POPULATE_WRITE) ? -errno : 0;
+}
+
 static void fn_touch(struct team *t, int id)
 {
 	char *b;
@@ -282,7 +315,18 @@ static void fn_fault_in(struct team *t, int id)
 }
 
 /* ---- variants ---- */
-enum vtype { V_MEMSET, V_RAWPOP, V_RAWFALLOC, V_MAPPOP, V_TOUCH, V_HPR, V_CALLERS, V_GLOBAL };
+enum vtype {
+	V_MEMSET,
+	V_RAWPOP,
+	V_RAWFALLOC,
+	V_MAPPOP,
+	V_TOUCH,
+	V_HPR,
+	V_CALLERS,
+	V_GLOBAL,
+	V_POOL,
+	V_ZERO
+};
 struct variant {
 	enum vtype type;
 	int n; /* threads / workers / callers */
@@ -347,6 +391,59 @@ static void prewarm(enum kind k)
 	munmap(p, size);
 }
 
+static struct hpr_pool_stats pool_now(void)
+{
+	struct hpr_pool_stats st;
+
+	if (hpr_pool_stats(&st))
+		bench_die("hpr_pool_stats");
+	return st;
+}
+
+/* The recycled pool's variants (THP): fill a region, destroy it into the
+ * pool; V_ZERO times the zeroing of all of it, V_POOL (after it) the
+ * fault-in of a new region from the pool. The pool is off again after. */
+static double run_pool(enum kind k, struct variant *v, double *huge)
+{
+	unsigned fl = v->type == V_ZERO && v->n == 1 ? HPR_POOL_ONE_THREAD : 0;
+	hpr_region *r;
+	double t0, dt;
+	int rc;
+
+	if (hpr_pool_configure(size, fl))
+		bench_die("hpr_pool_configure");
+	r = hpr_mk(k, (unsigned)ncpu);
+	if (hpr_fault_in(r, 0, size))
+		bench_die("hpr_fault_in");
+	memset(hpr_base(r), 0x5a, size);
+	t0 = bench_now();
+	hpr_destroy(r);
+	while (pool_now().clean_bytes < size) {
+		if (bench_now() - t0 > 120)
+			bench_die("the pool did not zero the region in 120 s");
+		usleep(500);
+	}
+	dt = bench_now() - t0;
+	if (v->type == V_ZERO) {
+		*huge = 100.0 * (double)pool_now().huge_mapped / (double)size;
+		hpr_pool_configure(0, 0);
+		return dt;
+	}
+	r = hpr_mk(k, (unsigned)v->n);
+	t0 = bench_now();
+	rc = hpr_fault_in(r, 0, size);
+	dt = bench_now() - t0;
+	if (rc || pool_now().handed_bytes < size) {
+		fprintf(stderr, "%s: %s, %zu of %zu bytes from the pool\n", v->label,
+			rc ? hpr_strerror(rc) : "ok", (size_t)pool_now().handed_bytes, size);
+		exit(1);
+	}
+	*huge = huge_share(hpr_base(r), size);
+	hpr_destroy(r);
+	hpr_pool_configure(0, 0);
+	return dt;
+}
+
 /* One timed fill; returns seconds, sets *huge. */
 static double run_one(enum kind k, struct variant *v, double *huge)
 {
@@ -372,6 +469,18 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 		raw_unmap(&m);
 		return dt;
 	case V_RAWPOP:
+		if (v->n > 1) {
+			raw_map(k, &m, 0);
+			t.base = m.base;
+			dt = team_run(&t, v->n, fn_populate);
+			for (int i = 0; i < v->n; i++)
+				if (t.rc[i])
+					bench_die("MADV_POPULATE_WRITE");
+			*huge = huge_share(m.base, size);
+			raw_unmap(&m);
+			return dt;
+		}
+		/* fallthrough */
 	case V_RAWFALLOC:
 		raw_map(k, &m, 0);
 		t0 = bench_now();
@@ -397,6 +506,9 @@ static double run_one(enum kind k, struct variant *v, double *huge)
 		rc = hpr_fault_in(r, 0, size);
 		dt = bench_now() - t0;
 		break;
+	case V_POOL:
+	case V_ZERO:
+		return run_pool(k, v, huge);
 	case V_CALLERS:
 	case V_GLOBAL:
 		r = hpr_mk(k, 0);
@@ -486,11 +598,78 @@ static double gbs_best(struct variant *v)
 	return v && v->nt ? (double)size / best(v) / 1e9 : 0;
 }
 
+/*
+ * The two ceilings of a prefault with N workers (#19 item 2): the kernel's
+ * (raw MADV_POPULATE_WRITE on N threads, one slice each; target >= 0.95)
+ * and the hardware's (memset, information only), and the headline: how
+ * long until the region is ready, hpregion's fresh prefault next to the
+ * raw parallel populate, and (THP) the recycled pool's hand-off.
+ */
+static void ceilings(enum kind k, struct variant *hn, struct variant *zl)
+{
+	struct variant *rn = find(k, V_RAWPOP, ncpu);
+	char o[64], b[64];
+
+	if (!rn || !hn)
+		return;
+	printf("  hpr w%d / raw pop x%d (kernel)       %5.3f | %5.3f | %5.3f   (>= 0.95)\n", ncpu,
+	       ncpu, paired(rn, hn), gbs(hn) / gbs(rn), gbs_best(hn) / gbs_best(rn));
+	printf("  hpr w%d / %s (hardware, info)  %5.3f | %5.3f | %5.3f\n", ncpu, zl->label,
+	       paired(zl, hn), gbs(hn) / gbs(zl), gbs_best(hn) / gbs_best(zl));
+	printf("  ready time, %zu MiB: hpr w%d %.3f s, raw pop x%d %.3f s (%.3fx), "
+	       "memset %.3f s\n",
+	       size / MiB, ncpu, median(hn), ncpu, median(rn), median(rn) / median(hn),
+	       median(zl));
+	if (!jf)
+		return;
+	snprintf(o, sizeof(o), "hpr w%d %.2f GB/s", ncpu, gbs(hn));
+	snprintf(b, sizeof(b), "raw pop x%d %.2f GB/s", ncpu, gbs(rn));
+	fprintf(jf, "%s{\"measure\":\"%s: prefault vs parallel raw populate (>= 0.95)\","
+		    "\"ours\":\"%s\",\"baseline\":\"%s\",\"ratio\":\"%.3f\"}",
+		jheads++ ? "," : "", kind_name[k], o, b, paired(rn, hn));
+	snprintf(o, sizeof(o), "hpr w%d %.3f s", ncpu, median(hn));
+	snprintf(b, sizeof(b), "raw pop x%d %.3f s", ncpu, median(rn));
+	fprintf(jf, "%s{\"measure\":\"%s: ready time, %zu MiB (fresh prefault vs raw "
+		    "parallel populate)\",\"ours\":\"%s\",\"baseline\":\"%s\","
+		    "\"ratio\":\"%.3f\"}",
+		jheads++ ? "," : "", kind_name[k], size / MiB, o, b, paired(rn, hn));
+}
+
+/*
+ * The pool's headline (#19 item 1): ready time of a fresh prefault, of the
+ * pool's hand-off and of raw parallel populate side by side (target: the
+ * hand-off >= 10x sooner than the fresh prefault), and the background
+ * zeroing rate against the kernel's single-thread populate (>= 1.2x).
+ */
+static void pool_head(enum kind k)
+{
+	struct variant *rn = find(k, V_RAWPOP, ncpu), *pl = find(k, V_POOL, ncpu);
+	struct variant *hn = find(k, V_HPR, ncpu), *r1 = find(k, V_RAWPOP, 1);
+
+	if (!rn)
+		rn = r1;
+	if (!hn || !rn || !pl)
+		return;
+	printf("  ready time, %zu MiB: fresh prefault (hpr w%d) %.4f s | pool hand-off "
+	       "%.4f s | raw pop x%d %.4f s; fresh / hand-off %.1fx (paired %.1fx, >= 10)\n",
+	       size / MiB, ncpu, median(hn), median(pl), ncpu, median(rn),
+	       median(hn) / median(pl), paired(hn, pl));
+	for (int n = 1; n <= ncpu; n++) {
+		struct variant *z = find(k, V_ZERO, n);
+
+		if (z)
+			printf("  pool zeroing x%d %.2f GB/s / raw populate x1 %.2f GB/s = "
+			       "%.2fx (paired %.2fx, >= 1.2; %s)\n",
+			       n, gbs(z), gbs(r1), gbs(z) / gbs(r1), paired(r1, z),
+			       hpr_pool_zero_method_name());
+	}
+}
+
 static void report(enum kind k)
 {
 	struct variant *zl = find(k, V_MEMSET, ncpu), *raw = find(k, V_RAWPOP, 1);
 	/* the zeroing limit is the faster of memset x1 and xN */
-	if (ncpu > 1 && gbs(find(k, V_MEMSET, 1)) > gbs(zl))
+	if (!zl || (ncpu > 1 && gbs(find(k, V_MEMSET, 1)) > gbs(zl)))
 		zl = find(k, V_MEMSET, 1);
 	struct variant *c1 = find(k, V_CALLERS, 1), *g1 = find(k, V_GLOBAL, 1);
 
@@ -512,6 +691,9 @@ static void report(enum kind k)
 			printf(" %8.2f", median(v) / median(v->type == V_GLOBAL ? g1 : c1));
 		printf("\n");
 	}
+	pool_head(k);
+	if (pool_only)
+		return;
 	{
 		struct variant *hn = find(k, V_HPR, ncpu), *h1 = find(k, V_HPR, 1);
 		struct variant *c8 = find(k, V_CALLERS, 8), *g8 = find(k, V_GLOBAL, 8);
@@ -555,6 +737,7 @@ static void report(enum kind k)
 		if (rf)
 			printf("  fallocate first / without, GB/s: raw %.3f | %.3f\n",
 			       paired(raw, rf), gbs(rf) / gbs(raw));
+		ceilings(k, hn, zl);
 	}
 }
 
@@ -579,7 +762,7 @@ static void warm(void)
 static void json_tail(void)
 {
 	fprintf(jf, "],\"series\":[");
-	for (int k = 0; k < NKINDS; k++) {
+	for (int k = 0; k < nkinds; k++) {
 		fprintf(jf, "%s{\"title\":\"prefault %s, %zu MiB\",\"xlabel\":\"workers\","
 			    "\"ylabel\":\"GB/s (median)\",\"lines\":{\"hpregion\":[",
 			k ? "," : "", kind_name[k], size / MiB);
@@ -592,7 +775,7 @@ static void json_tail(void)
 		fprintf(jf, "]}}");
 	}
 	fprintf(jf, "],\"results\":[");
-	for (int k = 0, first = 1; k < NKINDS; k++)
+	for (int k = 0, first = 1; k < nkinds; k++)
 		for (int i = 0; i < nvs[k]; i++, first = 0)
 			fprintf(jf, "%s{\"backend\":\"%s\",\"variant\":\"%s\",\"gbs\":%.3f,"
 				    "\"gbs_best\":%.3f,\"huge_pct\":%.1f}",
@@ -600,6 +783,21 @@ static void json_tail(void)
 				gbs_best(&vs[k][i]), vs[k][i].huge_min);
 	fprintf(jf, "]}\n");
 	fclose(jf);
+}
+
+/* the library's log line with the zeroing methods' rates */
+static void pool_log(enum hpr_log_level lvl, const char *msg, void *arg)
+{
+	(void)lvl;
+	(void)arg;
+	if (!strncmp(msg, "pool:", 5))
+		printf("%s\n", msg);
+}
+
+static void pool_mode(void)
+{
+	pool_only = true;
+	nkinds = 1; /* K_THP */
 }
 
 static void quick(void)
@@ -611,9 +809,15 @@ static void quick(void)
 int main(int argc, char **argv)
 {
 	const char *json = NULL;
-	const struct bench_opt opts[] = { BENCH_QUICK(quick), BENCH_SIZE(&size),
-					  BENCH_REPS(&reps),  BENCH_INT("--workers", "N", &maxw),
-					  BENCH_JSON(&json),  BENCH_END };
+	const struct bench_opt opts[] = {
+		BENCH_QUICK(quick),
+		{ "--pool", NULL, BENCH_T_CALL, NULL, pool_mode },
+		BENCH_SIZE(&size),
+		BENCH_REPS(&reps),
+		BENCH_INT("--workers", "N", &maxw),
+		BENCH_JSON(&json),
+		BENCH_END,
+	};
 
 	if (bench_args(argc, argv, opts))
 		return 2;
@@ -627,11 +831,20 @@ int main(int argc, char **argv)
 	setup();
 	printf("prefault: %zu MiB per fill, %d reps + 1 warm-up rep, %d CPUs, hpregion %s\n",
 	       size / MiB, reps, ncpu, hpr_version());
-	for (int k = 0; k < NKINDS; k++) {
+	for (int k = 0; k < nkinds && pool_only; k++) {
+		ADDN(k, V_MEMSET, 1, "memset x%d");
+		ADD1(k, V_RAWPOP, "raw populate");
+		if (ncpu > 1)
+			ADDN(k, V_RAWPOP, ncpu, "raw pop x%d");
+		ADDN(k, V_HPR, ncpu, "hpr w%d");
+	}
+	for (int k = 0; k < nkinds && !pool_only; k++) {
 		ADDN(k, V_MEMSET, 1, "memset x%d");
 		if (ncpu > 1)
 			ADDN(k, V_MEMSET, ncpu, "memset x%d");
 		ADD1(k, V_RAWPOP, "raw populate");
+		if (ncpu > 1)
+			ADDN(k, V_RAWPOP, ncpu, "raw pop x%d");
 		if (k != K_THP)
 			ADD1(k, V_RAWFALLOC, "raw falloc+pop");
 		ADD1(k, V_MAPPOP, "MAP_POPULATE");
@@ -643,10 +856,19 @@ int main(int argc, char **argv)
 		ADDN(k, V_GLOBAL, 1, "global %d");
 		ADDN(k, V_GLOBAL, 8, "global %d");
 	}
+	for (int k = 0; k < nkinds; k++) {
+		if (k == K_THP && !hpr_pool_supported(HPR_BACKEND_THP)) {
+			ADDN(k, V_POOL, ncpu, "pool hand-off w%d");
+			ADDN(k, V_ZERO, 1, "pool zero x%d");
+			if (ncpu > 1)
+				ADDN(k, V_ZERO, ncpu, "pool zero x%d");
+		}
+	}
+	hpr_set_log(pool_log, NULL);
 	warm();
 	for (int rep = 0; rep <= reps; rep++) {
-		for (int kk = 0; kk < NKINDS; kk++) {
-			int k = (kk + rep) % NKINDS;
+		for (int kk = 0; kk < nkinds; kk++) {
+			int k = (kk + rep) % nkinds;
 
 			for (int ii = 0; ii < nvs[k]; ii++) {
 				/* rotate the order each rep: no variant always
@@ -672,7 +894,7 @@ int main(int argc, char **argv)
 			    "\"headline\":[",
 			size / MiB, reps, ncpu);
 	}
-	for (int k = 0; k < NKINDS; k++)
+	for (int k = 0; k < nkinds; k++)
 		report(k);
 	if (jf)
 		json_tail();

@@ -26,10 +26,13 @@
  * 3. Reuse under pressure (THP): the released pages are reclaimed before
  *    they are reused (MADV_PAGEOUT of the whole range: a lazily freed page
  *    is clean and is discarded, its huge page split), so hpr_fault_in
- *    faults base pages and collapses them. Latency per 2 MiB page (p50,
- *    p99, max) of hpr_fault_in on the caller's thread, as the library does
- *    it today (the collapse is synchronous), with the pages huge-mapped
- *    afterwards by smaps.
+ *    faults base pages that must be collapsed. Latency per 2 MiB page
+ *    (p50, p99, max) of hpr_fault_in on the caller's thread, side by side
+ *    and interleaved: "synchronous" (HPR_F_COLLAPSE_SYNC: the collapse in
+ *    the call, as hpregion 0.1 did) and "background" (the default: the
+ *    region's workers collapse when the region is idle), with the time
+ *    until the whole region is huge-mapped again and the least huge bytes
+ *    seen then (smaps).
  *
  * Every hpregion variant prints its populate_calls and collapsed_pages
  * (hpr_stats): the calls into the kernel and the MADV_COLLAPSEs behind the
@@ -332,85 +335,144 @@ static int reuse_vs_fresh(enum backend b, double *reuse_us, double *fresh_us, do
 }
 
 /* ---- 3. reuse under pressure ---- */
+enum collapse_mode { C_SYNC, C_BG, NC };
+static const char *const cname[NC] = { "synchronous", "background" };
+
 struct pressure {
 	double p50_us, p99_us, max_us;
+	double drain_ms;	    /* background: last fault-in to all huge, median */
 	uint64_t calls, collapsed; /* over the measured reps */
-	size_t pages;		   /* latencies measured */
-	ssize_t huge_min;	   /* smaps huge bytes after each reuse, least */
+	uint64_t queued, failed;   /* the background collapse's counters */
+	size_t pages;		    /* latencies measured */
+	ssize_t huge_min;	    /* huge bytes once the collapses are done, least */
 };
 
-/* THP: release every page, have the kernel reclaim them (MADV_PAGEOUT),
- * then reuse them one 2 MiB page at a time, timing each hpr_fault_in. */
-static int reuse_after_pageout(struct pressure *p)
-{
-	size_t n = reuse_pages, size = n * HP, k = 0;
-	double *lat = calloc((size_t)reps * n, sizeof(double));
-	struct hpr_config c;
-	struct hpr_stats last;
+struct pressure_run {
 	hpr_region *r;
-	char *base;
+	double *lat, *drain;
+	size_t k;
+	int nd;
+	struct hpr_stats last;
+};
+
+/* Wait (at most 10 s) until the region is all huge-mapped again; the
+ * milliseconds that took, or -1. */
+static double wait_all_huge(hpr_region *r, size_t size)
+{
+	double t0 = bench_now();
+
+	while (bench_huge_bytes(hpr_base(r), size) < (ssize_t)size) {
+		if (bench_now() - t0 > 10)
+			return -1;
+		usleep(200);
+	}
+	return (bench_now() - t0) * 1e3;
+}
+
+/* One rep of mode m: release every page, have the kernel reclaim them
+ * (MADV_PAGEOUT), reuse them one 2 MiB page at a time timing each
+ * hpr_fault_in, then wait for the collapses to be done. */
+static int pressure_rep(struct pressure_run *pr, struct pressure *p, enum collapse_mode m,
+			bool measure, int byte)
+{
+	size_t n = reuse_pages, size = n * HP;
+	char *base = hpr_base(pr->r);
+	struct hpr_stats st;
+	double d;
 	int rc;
 
-	if (!lat)
-		bench_die("calloc");
-	hpr_config_init(&c);
-	c.size = size;
-	c.backend = HPR_BACKEND_THP;
-	c.workers = 1;
-	c.name = "bench-pressure";
-	c.flags = HPR_F_PREFAULT;
-	rc = hpr_create(&c, &r);
-	if (rc) {
-		fprintf(stderr, "pressure: %s\n", hpr_strerror(rc));
-		free(lat);
+	if ((rc = hpr_release_lazy(pr->r, 0, size)))
 		return rc;
+	if (madvise(base, size, MADV_PAGEOUT))
+		return -errno;
+	hpr_stats(pr->r, &pr->last);
+	for (size_t pg = 0; pg < n; pg++) {
+		double t0 = bench_now(), t;
+
+		if ((rc = hpr_fault_in(pr->r, pg * HP, HP)))
+			return rc;
+		t = bench_now() - t0;
+		memset(base + pg * HP, byte, HP);
+		if (measure)
+			pr->lat[pr->k++] = t * 1e6;
 	}
-	base = hpr_base(r);
-	memset(base, 1, size);
-	memset(p, 0, sizeof(*p));
-	p->huge_min = (ssize_t)size;
-	for (int i = 0; i < reps + 1 && !rc; i++) {
-		uint64_t calls = 0, collapsed = 0;
-		ssize_t h;
+	d = wait_all_huge(pr->r, size);
+	if (hpr_stats(pr->r, &st))
+		return -EIO;
+	if (!measure)
+		return 0;
+	if (m == C_BG && d >= 0)
+		pr->drain[pr->nd++] = d;
+	p->calls += st.populate_calls - pr->last.populate_calls;
+	p->collapsed += st.collapsed_pages - pr->last.collapsed_pages;
+	p->queued += st.collapse_queued - pr->last.collapse_queued;
+	p->failed += st.collapse_failed - pr->last.collapse_failed;
+	{
+		ssize_t h = bench_huge_bytes(base, size);
 
-		if ((rc = hpr_release_lazy(r, 0, size)))
-			break;
-		if (madvise(base, size, MADV_PAGEOUT)) {
-			rc = -errno;
-			break;
-		}
-		hpr_stats(r, &last);
-		for (size_t pg = 0; pg < n && !rc; pg++) {
-			double t0 = bench_now(), t;
-
-			if ((rc = hpr_fault_in(r, pg * HP, HP)))
-				break;
-			t = bench_now() - t0;
-			memset(base + pg * HP, 2 + i, HP);
-			if (i)
-				lat[k++] = t * 1e6;
-		}
-		stats_delta(r, &last, &calls, &collapsed);
-		if (!i || rc)
-			continue; /* warm-up */
-		p->calls += calls;
-		p->collapsed += collapsed;
-		h = bench_huge_bytes(base, size);
 		if (h < p->huge_min)
 			p->huge_min = h;
 	}
-	hpr_destroy(r);
-	if (!rc && k) {
-		qsort(lat, k, sizeof(double), bench_cmp_double);
-		p->p50_us = lat[k / 2];
-		p->p99_us = lat[k * 99 / 100];
-		p->max_us = lat[k - 1];
-		p->pages = k;
+	return 0;
+}
+
+static void pressure_sum(struct pressure_run *pr, struct pressure *p)
+{
+	if (pr->k) {
+		qsort(pr->lat, pr->k, sizeof(double), bench_cmp_double);
+		p->p50_us = pr->lat[pr->k / 2];
+		p->p99_us = pr->lat[pr->k * 99 / 100];
+		p->max_us = pr->lat[pr->k - 1];
+		p->pages = pr->k;
 	}
-	free(lat);
+	p->drain_ms = pr->nd ? bench_median(pr->drain, pr->nd) : -1;
+}
+
+/* THP, both collapse modes side by side: HPR_F_COLLAPSE_SYNC (the
+ * collapse in hpr_fault_in, as 0.1 did) and the default (the workers'
+ * background collapse), reps interleaved, one worker each. */
+static int reuse_after_pageout(struct pressure p[NC])
+{
+	size_t size = reuse_pages * HP;
+	struct pressure_run pr[NC];
+	int rc = 0;
+
+	memset(pr, 0, sizeof(pr));
+	for (int m = 0; m < NC && !rc; m++) {
+		struct hpr_config c;
+
+		memset(&p[m], 0, sizeof(p[m]));
+		p[m].huge_min = (ssize_t)size;
+		pr[m].lat = calloc((size_t)reps * reuse_pages, sizeof(double));
+		pr[m].drain = calloc((size_t)reps, sizeof(double));
+		if (!pr[m].lat || !pr[m].drain)
+			bench_die("calloc");
+		hpr_config_init(&c);
+		c.size = size;
+		c.backend = HPR_BACKEND_THP;
+		c.workers = 1;
+		c.name = "bench-pressure";
+		c.flags = HPR_F_PREFAULT | (m == C_SYNC ? HPR_F_COLLAPSE_SYNC : 0);
+		rc = hpr_create(&c, &pr[m].r);
+		if (!rc)
+			memset(hpr_base(pr[m].r), 1, size);
+	}
+	for (int i = 0; i < reps + 1 && !rc; i++)
+		for (int j = 0; j < NC && !rc; j++) {
+			int m = (i + j) % NC;
+
+			rc = pressure_rep(&pr[m], &p[m], (enum collapse_mode)m, i > 0, 2 + i);
+		}
+	for (int m = 0; m < NC; m++) {
+		if (pr[m].r)
+			hpr_destroy(pr[m].r);
+		pressure_sum(&pr[m], &p[m]);
+		free(pr[m].lat);
+		free(pr[m].drain);
+	}
 	if (rc)
 		fprintf(stderr, "pressure: %s\n", hpr_strerror(rc));
-	return rc ? rc : k ? 0 : -EINVAL;
+	return rc ? rc : p[C_SYNC].pages && p[C_BG].pages ? 0 : -EINVAL;
 }
 
 /* tmpfs and hugetlb pool; bench_restore() at exit */
@@ -445,7 +507,7 @@ int main(int argc, char **argv)
 	double reuse[NB], fresh[NB], rel[NB];
 	uint64_t calls[64][NV], collapsed[64][NV], records[64][NV];
 	struct calls kc[NB];
-	struct pressure pr;
+	struct pressure pr[NC];
 	int ok[NB], pr_ok;
 	int nt_list[8], nnt = 0;
 	FILE *jf;
@@ -525,15 +587,27 @@ int main(int argc, char **argv)
 	printf("\n== reuse under pressure: released THP pages reclaimed (MADV_PAGEOUT) "
 	       "before reuse, us per 2 MiB page on the caller's thread, %d reps of %zu pages\n",
 	       reps, reuse_pages);
-	pr_ok = !reuse_after_pageout(&pr);
-	if (pr_ok)
-		printf("%-22s %9s %9s %9s %17s %18s\n%-22s %9.1f %9.1f %9.1f %7" PRIu64
-		       " / %-7" PRIu64 " %8zd of %zu MiB\n",
-		       "collapse", "p50", "p99", "max", "calls/collapsed", "huge after (min)",
-		       "synchronous (today)", pr.p50_us, pr.p99_us, pr.max_us, pr.calls,
-		       pr.collapsed, pr.huge_min >> 20, reuse_pages * HP >> 20);
-	else
+	pr_ok = !reuse_after_pageout(pr);
+	if (pr_ok) {
+		printf("%-12s %9s %9s %9s %10s %17s %15s %18s\n", "collapse", "p50", "p99", "max",
+		       "all huge", "calls/collapsed", "queued/failed", "huge after (min)");
+		for (int m = 0; m < NC; m++) {
+			char drain[32] = "at return";
+
+			if (m == C_BG)
+				snprintf(drain, sizeof(drain), "%.1f ms", pr[m].drain_ms);
+			printf("%-12s %9.1f %9.1f %9.1f %10s %7" PRIu64 " / %-7" PRIu64
+			       " %7" PRIu64 " / %-5" PRIu64 " %8zd of %zu MiB\n",
+			       cname[m], pr[m].p50_us, pr[m].p99_us, pr[m].max_us, drain,
+			       pr[m].calls, pr[m].collapsed, pr[m].queued, pr[m].failed,
+			       pr[m].huge_min >> 20, reuse_pages * HP >> 20);
+		}
+		printf("(synchronous: HPR_F_COLLAPSE_SYNC; background: the default, the "
+		       "workers collapse; all huge: median time from the last hpr_fault_in "
+		       "until smaps-level PMD mapping of the whole region)\n");
+	} else {
 		printf("  (not run)\n");
+	}
 
 	if (json && (jf = fopen(json, "w"))) {
 		int last = nnt - 1;
@@ -569,15 +643,23 @@ int main(int argc, char **argv)
 					reuse[b] / fresh[b]);
 				first = false;
 			}
-			if (pr_ok)
+			for (int m = 0; m < NC && pr_ok; m++)
 				fprintf(jf,
 					"%s{\"measure\": \"reuse after reclaim, us per 2 MiB "
-					"(THP, MADV_PAGEOUT between release and reuse, synchronous "
+					"(THP, MADV_PAGEOUT between release and reuse, %s "
 					"collapse): p99 vs p50\", \"ours\": \"%.1f (p99; max %.1f; "
 					"%" PRIu64 " populate calls, %" PRIu64 " collapsed)\", "
 					"\"baseline\": \"%.1f (p50)\", \"ratio\": %.2f}",
-					first ? "" : ",", pr.p99_us, pr.max_us, pr.calls,
-					pr.collapsed, pr.p50_us, pr.p99_us / pr.p50_us);
+					first && !m ? "" : ",", cname[m], pr[m].p99_us,
+					pr[m].max_us, pr[m].calls, pr[m].collapsed, pr[m].p50_us,
+					pr[m].p99_us / pr[m].p50_us);
+			if (pr_ok)
+				fprintf(jf,
+					",{\"measure\": \"reuse after reclaim, p99 us per 2 MiB: "
+					"background vs synchronous collapse\", \"ours\": %.1f, "
+					"\"baseline\": %.1f, \"ratio\": %.3f}",
+					pr[C_BG].p99_us, pr[C_SYNC].p99_us,
+					pr[C_BG].p99_us / pr[C_SYNC].p99_us);
 		}
 		fprintf(jf, "], \"series\": [{\"id\": \"churn\", \"title\": \"allocator "
 			    "churn\", \"xlabel\": \"threads\", \"ylabel\": \"records/s\", "

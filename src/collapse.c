@@ -49,6 +49,89 @@ static int collapse_page(hpr_region *r, size_t idx, void *arg)
 
 static const struct hpr__job_ops collapse_ops = { .page = collapse_page };
 
+/*
+ * The background collapse (the pool's idle work): a page the reuse path
+ * got back as base pages (fault.c queue_collapse) is collapsed by a worker
+ * with nothing else to do. The page stays usable meanwhile: it is
+ * COLLAPSING, which fault-in takes for PRESENT, while a release, a reclaim
+ * or an hpr_collapse waits for it as for BUSY. A page released (or
+ * reclaimed) since it was queued is dropped: collapsing it would copy
+ * memory the caller gave back.
+ */
+enum {
+	QUIET_NS = 1000000,	/* no fault-in for 1 ms: the region is idle */
+	QUIET_NAP_US = 4000,	/* how often the drainer looks again: its
+				 * wake-ups put the worker's CPU in the mm's
+				 * TLB-flush mask, so each MADV_FREE of the
+				 * application's costs an IPI to it; a 500 us
+				 * nap showed in the churn's profile */
+	MAX_DEFER_NS = 50000000 /* but it collapses a page every 50 ms anyway */
+};
+
+/*
+ * A collapse holds the mmap lock for writing while it copies the 2 MiB
+ * (mm/khugepaged.c collapse_huge_page), and every page fault of the
+ * process waits for it: collapsing while the application faults pages in
+ * moved the wait onto its thread (bench/release's pressure variant: the
+ * reuse latency p50 went up, not down). So the drainer waits until no
+ * hpr_fault_in has run on the region for QUIET_NS, and under a fault-in
+ * that never stops it still collapses one page per MAX_DEFER_NS. True:
+ * go on now; false: nap and look again.
+ */
+static bool region_quiet(hpr_region *r)
+{
+	uint64_t now = hpr__now_ns();
+
+	if (!atomic_load(&r->faulting) &&
+	    now - atomic_load_explicit(&r->fault_ns, memory_order_relaxed) >= QUIET_NS) {
+		r->cq_wait_ns = 0;
+		return true;
+	}
+	if (!r->cq_wait_ns)
+		r->cq_wait_ns = now;
+	if (now - r->cq_wait_ns >= MAX_DEFER_NS) {
+		r->cq_wait_ns = 0;
+		return true;
+	}
+	return false;
+}
+
+bool hpr__collapse_idle(hpr_region *r)
+{
+	size_t idx;
+	uint8_t st;
+	char *p;
+	int rc, h;
+
+	if (!atomic_load(&r->cq_pending))
+		return false;
+	if (!region_quiet(r)) {
+		hpr__os->sleep_us(QUIET_NAP_US);
+		return true;
+	}
+	if (!hpr__cq_take(r, &idx))
+		return false;
+	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_PRESENT), HPR_PS_COLLAPSING, true, &st) != 1)
+		return true;
+	p = r->base + hpr__page_off(r, idx);
+	h = hpr__range_is_huge(p, r->page_size);
+	/* huge already (khugepaged, or a fault since): nothing to do; without
+	 * PAGEMAP_SCAN (6.1-6.6) MADV_COLLAPSE is the check as well, and a
+	 * page that was huge counts as no collapse */
+	rc = h == 1 ? 0 : hpr__collapse_one(r, p, h == 0);
+	/* a refusal counts; a page split again right after (reclaim splits
+	 * THPs in use when there is no swap) is not the collapse's failure */
+	if (rc) {
+		atomic_fetch_add_explicit(&r->collapse_failed, 1, memory_order_relaxed);
+		hpr__log(HPR_LOG_INFO,
+			 "region '%s': the background collapse of the page at offset %#zx "
+			 "failed (%s); it stays in base pages",
+			 r->name, hpr__page_off(r, idx), strerror(-rc));
+	}
+	hpr__page_put(r, idx, HPR_PS_PRESENT, HPR_PS_PRESENT);
+	return true;
+}
+
 static size_t measure_huge(hpr_region *r, size_t first, size_t last)
 {
 	size_t n = 0;

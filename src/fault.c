@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "rpool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -366,6 +367,46 @@ static int huge_check_page(hpr_region *r, size_t idx, int known_huge)
 	return 0;
 }
 
+/*
+ * The reuse path: a released THP page (prev LAZY) is faulted back. When the
+ * kernel reclaimed it meanwhile, it comes back as base pages, and making it
+ * huge again costs a MADV_COLLAPSE of milliseconds (2.6-8.6 ms mean per
+ * 2 MiB, up to 47 ms, measured by bench/release's pressure variant). That
+ * is not done on the caller's thread: the page is usable as it is, and it
+ * goes to the background collapse queue (cqueue.c), which the region's
+ * workers drain when idle (collapse.c hpr__collapse_idle): they check it
+ * and collapse it if it is small. Only HPR_F_COLLAPSE_SYNC, or no worker
+ * that can be started, checks and collapses here.
+ */
+static bool reuse_page(const hpr_region *r, uint8_t prev)
+{
+	return prev == HPR_PS_LAZY && r->backend == HPR_BACKEND_THP && !r->degraded &&
+	       !(r->flags & HPR_F_COLLAPSE_SYNC) && hpr__caps()->info.have_collapse;
+}
+
+/*
+ * After populating page idx, which prev says how it was before: the check
+ * that it is huge (known_huge as huge_check_page's), or on the reuse path
+ * the hand-off to the workers. There the check itself is theirs too (with
+ * PAGEMAP_SCAN, touch_run already saw the run is not all huge; without
+ * it the check would be a MADV_COLLAPSE). The populate keeps the data
+ * contract (it dirties every page still there and faults in what the
+ * kernel took), so the caller needs nothing else; whether the page is
+ * huge again only matters for the TLB, and a worker sees to it when idle.
+ */
+static int check_page(hpr_region *r, size_t idx, uint8_t prev, int known_huge)
+{
+	if (!reuse_page(r, prev) || known_huge == 1)
+		return huge_check_page(r, idx, known_huge);
+	/* queued already (reused again before a worker got to it): nothing
+	 * to wake */
+	if (!hpr__cq_add(r, idx) || !hpr__pool_kick(r))
+		return 0;
+	/* no worker could be started: as before. The bit stays queued; a
+	 * later worker finds the page huge and passes over it. */
+	return huge_check_page(r, idx, -1);
+}
+
 int hpr__populate_page(hpr_region *r, size_t idx)
 {
 	size_t off = hpr__page_off(r, idx);
@@ -374,6 +415,17 @@ int hpr__populate_page(hpr_region *r, size_t idx)
 	if (rc)
 		return populate_error(r, rc, off);
 	return huge_check_page(r, idx, -1);
+}
+
+/* hpr__populate_page of a claimed page that was prev before. */
+static int populate_claimed(hpr_region *r, size_t idx, uint8_t prev)
+{
+	size_t off = hpr__page_off(r, idx);
+	int rc = populate_span(r, off, r->page_size);
+
+	if (rc)
+		return populate_error(r, rc, off);
+	return check_page(r, idx, prev, -1);
 }
 
 enum claim { CLAIM_DONE, CLAIM_MINE, CLAIM_BUSY };
@@ -388,12 +440,12 @@ static enum claim claim_page(hpr_region *r, size_t idx, bool wait, uint8_t *prev
 {
 	int t;
 
-	if (hpr__page_state(r, idx) == HPR_PS_PRESENT)
+	if (hpr__pstate_usable(hpr__page_state(r, idx)))
 		return CLAIM_DONE;
 	t = hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_ABSENT) | HPR_PS_BIT(HPR_PS_LAZY),
 			   HPR_PS_FAULTING, wait, prev);
 	if (t < 0)
-		return CLAIM_BUSY;
+		return *prev == HPR_PS_COLLAPSING ? CLAIM_DONE : CLAIM_BUSY;
 	if (!t) /* present */
 		return CLAIM_DONE;
 	if (*prev == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_GUARD)) {
@@ -425,7 +477,7 @@ static int finish_page(hpr_region *r, size_t idx, uint8_t prev)
 		rc = hpr__guard_protect(r, hpr__page_off(r, idx), r->page_size,
 					PROT_READ | PROT_WRITE);
 	if (!rc && !(prev == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP))
-		rc = hpr__populate_page(r, idx);
+		rc = populate_claimed(r, idx, prev);
 	publish_page(r, idx, prev, rc);
 	return rc;
 }
@@ -434,7 +486,7 @@ int hpr__fault_page(hpr_region *r, size_t idx)
 {
 	uint8_t prev = 0;
 
-	if (hpr__page_state(r, idx) == HPR_PS_PRESENT)
+	if (hpr__pstate_usable(hpr__page_state(r, idx)))
 		return 0;
 	if (claim_page(r, idx, true, &prev) == CLAIM_DONE)
 		return 0;
@@ -456,29 +508,99 @@ static bool run_member(const hpr_region *r, uint8_t prev)
  * batch spreads. On an error the run is redone page by page, so the
  * failing page and its offset are exact.
  */
+/*
+ * Write one byte of the page at a without changing it: a compare-exchange
+ * of the value with itself, retried until it stores (a plain read and
+ * write could put back an old byte into a page the kernel zeroed between
+ * them). On a PMD-mapped page MADV_FREE left clean, the CPU sets the
+ * PMD's dirty bit and there is no fault; reclaim then keeps the whole
+ * huge page (a split hands the PMD's dirty bit to every PTE,
+ * mm/huge_memory.c __split_huge_pmd_locked). On a page the kernel took,
+ * it is the write fault that maps a new one.
+ */
+static void dirty_byte(char *a)
+{
+	_Atomic unsigned char *b = (_Atomic unsigned char *)a;
+	unsigned char v = atomic_load_explicit(b, memory_order_relaxed);
+
+	while (!atomic_compare_exchange_weak_explicit(b, &v, v, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+/*
+ * Touch first, check after: the common case of the reuse path is a
+ * released THP page the kernel did not need, still PMD-mapped. Writing one
+ * byte per huge page dirties each (0.15 us), and one PAGEMAP_SCAN says
+ * whether the whole run is still PMD-mapped: then it is all there and
+ * dirty, and that is all. A MADV_POPULATE_WRITE of such a page costs
+ * 8 us on this VM (the check 2.5-8 us). Otherwise (the kernel took some of
+ * it) the run is populated as usual and handed to the workers. Needs
+ * PAGEMAP_SCAN (6.7); without it the populate is the reuse.
+ */
+static bool touch_run(hpr_region *r, size_t a, size_t b, bool all_reuse)
+{
+	if (!all_reuse || !hpr__caps()->info.have_pagemap_scan)
+		return false;
+	for (size_t i = a; i < b; i++)
+		dirty_byte(r->base + hpr__page_off(r, i));
+	return hpr__range_is_huge(r->base + hpr__page_off(r, a), (b - a) << r->page_shift) == 1;
+}
+
+/* Does the run [a, b) hold a page of the reuse path? */
+static bool run_reuses(const hpr_region *r, size_t a, size_t b, const uint8_t *prev)
+{
+	for (size_t i = a; i < b; i++)
+		if (reuse_page(r, prev[i - a]))
+			return true;
+	return false;
+}
+
+/* Is every page of the run [a, b) a page of the reuse path? */
+static bool run_all_reuse(const hpr_region *r, size_t a, size_t b, const uint8_t *prev)
+{
+	for (size_t i = a; i < b; i++)
+		if (!reuse_page(r, prev[i - a]))
+			return false;
+	return true;
+}
+
 static void populate_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev, int *rcs)
 {
 	size_t n = b - a;
-	int rc = n > 1 ? populate_span(r, hpr__page_off(r, a), n << r->page_shift) : -1;
+	bool all_reuse = run_all_reuse(r, a, b, prev);
+	int rc;
 
+	if (touch_run(r, a, b, all_reuse)) {
+		for (size_t i = a; i < b; i++) {
+			rcs[i - a] = 0;
+			publish_page(r, i, prev[i - a], 0);
+		}
+		return;
+	}
+	/* a run of reused pages is populated in one call even when it is
+	 * one page long: the check after it is the workers' (check_page) */
+	rc = n > 1 || all_reuse ? populate_span(r, hpr__page_off(r, a), n << r->page_shift) : -1;
 	if (rc) {
 		for (size_t i = a; i < b; i++)
-			rcs[i - a] = hpr__populate_page(r, i);
+			rcs[i - a] = populate_claimed(r, i, prev[i - a]);
 	} else {
 		int h = -1;
 
-		if (r->backend != HPR_BACKEND_HUGETLB && !r->collapse_after) {
+		if (r->backend != HPR_BACKEND_HUGETLB && !r->collapse_after && !all_reuse) {
 			h = hpr__range_is_huge(r->base + hpr__page_off(r, a), n << r->page_shift);
 			/* no PAGEMAP_SCAN (6.1-6.6): one MADV_COLLAPSE over
 			 * the run answers for all of it (0: every page is
 			 * PMD-mapped) and pays its lru_add_drain_all once;
-			 * page by page only when it says no */
+			 * page by page only when it says no. Not on the
+			 * reuse path: that check is the workers'. */
 			if (h < 0 && !r->degraded && hpr__caps()->info.have_collapse &&
+			    !run_reuses(r, a, b, prev) &&
 			    !hpr__os_collapse(r->base + hpr__page_off(r, a), n << r->page_shift))
 				h = 1;
 		}
 		for (size_t i = a; i < b; i++)
-			rcs[i - a] = huge_check_page(r, i, h == 1 ? 1 : -1);
+			rcs[i - a] = check_page(r, i, prev[i - a], h == 1 ? 1 : -1);
 	}
 	for (size_t i = a; i < b; i++)
 		publish_page(r, i, prev[i - a], rcs[i - a]);
@@ -549,6 +671,39 @@ static int finish_odd(hpr_region *r, size_t i, enum claim c, uint8_t p)
 	return finish_page(r, i, p);
 }
 
+/*
+ * Fill the claimed run [a, b): with zeroed pages of the recycled pool
+ * (rpool.c) where it has them, for absent pages of a region it serves;
+ * populate the rest. Without a pool (hpr_pool_configure never called, or
+ * empty) this is populate_run.
+ */
+static void fill_run(hpr_region *r, size_t a, size_t b, const uint8_t *prev, int *rcs)
+{
+	bool got[HPR_RUN_MAX_ATTACHED];
+	size_t s;
+
+	if (!hpr__rpool_has_clean() || !hpr__rpool_region_ok(r)) {
+		populate_run(r, a, b, prev, rcs);
+		return;
+	}
+	memset(got, 0, (b - a) * sizeof(got[0]));
+	if (!hpr__rpool_fill(r, a, b, prev, got)) {
+		populate_run(r, a, b, prev, rcs);
+		return;
+	}
+	for (size_t i = a; i < b;) {
+		if (got[i - a]) {
+			rcs[i - a] = 0;
+			publish_page(r, i, prev[i - a], 0);
+			i++;
+			continue;
+		}
+		for (s = i; i < b && !got[i - a]; i++)
+			;
+		populate_run(r, s, i, prev + (s - a), rcs + (s - a));
+	}
+}
+
 static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 		       const _Atomic bool *cancel, size_t *done, size_t *err_idx)
 {
@@ -567,7 +722,7 @@ static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 
 		i = claim_run(r, i, last, prev, &c, &p);
 		if (i > rs) {
-			populate_run(r, rs, i, prev, rcs);
+			fill_run(r, rs, i, prev, rcs);
 			for (size_t k = rs; k < i; k++)
 				note_result(rcs[k - rs], k, &err, err_idx, done);
 		}
@@ -591,7 +746,7 @@ static int fault_batch(hpr_region *r, size_t first, size_t last, void *arg,
 /* The first page of [first, last) not yet present. */
 static size_t first_pending(const hpr_region *r, size_t first, size_t last)
 {
-	while (first < last && hpr__page_state(r, first) == HPR_PS_PRESENT)
+	while (first < last && hpr__pstate_usable(hpr__page_state(r, first)))
 		first++;
 	return first;
 }

@@ -27,7 +27,15 @@ int hpr_fault_in(hpr_region *r, size_t off, size_t len)
 	first = hpr__fault_ops.pending(r, first, last);
 	if (first == last)
 		return 0; /* all present: no lock, no syscall */
-	return hpr__run(r, &hpr__fault_ops, NULL, first, last);
+	/* the background collapse keeps out of the way of fault-ins (a
+	 * collapse holds the mmap lock for writing while it copies, and
+	 * faults wait for it): it looks at these two (collapse.c) */
+	atomic_fetch_add(&r->faulting, 1);
+	atomic_store_explicit(&r->fault_ns, hpr__now_ns(), memory_order_relaxed);
+	rc = hpr__run(r, &hpr__fault_ops, NULL, first, last);
+	atomic_store_explicit(&r->fault_ns, hpr__now_ns(), memory_order_relaxed);
+	atomic_fetch_sub(&r->faulting, 1);
+	return rc;
 }
 
 int hpr_prefault_start(hpr_region *r, size_t off, size_t len)

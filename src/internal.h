@@ -21,7 +21,8 @@
 /* Every HPR_F_* flag hpr_config.flags may carry; other bits are -EINVAL. */
 #define HPR__F_ALL                                                                            \
 	(HPR_F_SHARED | HPR_F_FALLBACK | HPR_F_PREFAULT | HPR_F_PREFAULT_ASYNC | HPR_F_LOCK | \
-	 HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM | HPR_F_ATTACH | HPR_F_ATTACH_ONLY)
+	 HPR_F_KEEP_FILE | HPR_F_GUARD | HPR_F_PSI_RECLAIM | HPR_F_ATTACH | HPR_F_ATTACH_ONLY | \
+	 HPR_F_COLLAPSE_SYNC)
 /* Either attach flag: the region is the kept file path/name. */
 #define HPR__F_ATTACHING (HPR_F_ATTACH | HPR_F_ATTACH_ONLY)
 #define HPR_NODE_WORDS (HPR_MAX_NODES / (8 * sizeof(unsigned long)))
@@ -33,7 +34,16 @@ enum hpr_pstate {
 	HPR_PS_PRESENT,	   /* faulted in; fast path, no lock */
 	HPR_PS_LAZY,	   /* released; contents undefined until fault-in */
 	HPR_PS_BUSY,	   /* reclaim/collapse/guard transition in progress */
+	HPR_PS_COLLAPSING, /* present and usable; a worker is collapsing it in
+			    * the background: fault-in takes it as PRESENT,
+			    * every other change waits for it like BUSY */
 };
+
+/* Present for the fault-in path: PRESENT, or PRESENT being collapsed. */
+static inline bool hpr__pstate_usable(uint8_t st)
+{
+	return st == HPR_PS_PRESENT || st == HPR_PS_COLLAPSING;
+}
 
 /* ---- errors.c ---- */
 #define HPR__ERR_MSG 512
@@ -142,6 +152,12 @@ struct hpr__pool {
 	struct hpr__job *job;	/* current job or NULL */
 	unsigned job_workers;	/* workers with id < this take part in job */
 	struct hpr__job async;	/* storage for the background job */
+	/* idle work (the background collapse): idle(r) does one piece of it
+	 * and says whether more is left; a worker with no job runs it while
+	 * idle_want is set, one worker at a time */
+	bool (*idle)(hpr_region *r);
+	_Atomic bool idle_want; /* set by hpr__pool_kick */
+	bool idle_busy;
 	bool async_active;	/* async job submitted and not yet waited */
 	bool async_forked;	/* the async job was the parent's: cut off by fork */
 	int async_result;
@@ -163,6 +179,9 @@ void hpr__pool_destroy(hpr_region *r);
 /* Run ops over pages [first,last) with the workers and the caller; returns
  * the first error (lowest page index). */
 int hpr__run(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first, size_t last);
+/* Have a worker run the pool's idle work (starting the workers if need
+ * be). 0, or -errno when no worker could be started. */
+int hpr__pool_kick(hpr_region *r);
 /* Start ops over [first,last) as the background job on the workers alone
  * (hpr_prefault_wait/_progress/_cancel follow it); -EBUSY while one runs. */
 int hpr__run_async(hpr_region *r, const struct hpr__job_ops *ops, void *arg, size_t first,
@@ -191,6 +210,23 @@ void hpr__pagestate_atfork(int phase);
 /* In a forked child: pages that were in a transition (FAULTING, BUSY) on
  * a parent thread become ABSENT, and the page counters are recounted. */
 void hpr__fault_table_child(hpr_region *r);
+
+/* ---- cqueue.c: the background collapse queue, a bitmap of pages ---- */
+int hpr__cq_init(hpr_region *r);
+void hpr__cq_free(hpr_region *r);
+/* Queue page idx; true when it was not queued yet. */
+bool hpr__cq_add(hpr_region *r, size_t idx);
+/* Take a queued page off the queue into *idx; false when it is empty. */
+bool hpr__cq_take(hpr_region *r, size_t *idx);
+/* Empty the queue (a forked child: no worker of its parent's is here). */
+void hpr__cq_clear(hpr_region *r);
+
+/* CLOCK_MONOTONIC in ns (the vDSO: no system call). */
+uint64_t hpr__now_ns(void);
+
+/* ---- collapse.c ---- */
+/* The pool's idle work: collapse one queued page (false: none queued). */
+bool hpr__collapse_idle(hpr_region *r);
 
 /* ---- fault.c ---- */
 /* The fault-in job: runs of pages, one populate per run (faultin.c). */
@@ -259,8 +295,10 @@ void hpr__fork_handle_del(struct hpr__fork_handle *h);
  * new (returns true in the child only). */
 bool hpr__fork_mutex(pthread_mutex_t *mu, int phase);
 /* The library-wide leaf locks: prepare takes them after every handle's,
- * in this order; parent and child go in the reverse. */
-enum { HPR__FORK_LEAF_FAULT, HPR__FORK_LEAF_PROBE, HPR__FORK_LEAVES };
+ * in this order; parent and child go in the reverse. The recycled pool's
+ * locks (rpool.c) come first: the pool asks the pagemap and the probe
+ * cache while it holds them, never the other way round. */
+enum { HPR__FORK_LEAF_POOL, HPR__FORK_LEAF_FAULT, HPR__FORK_LEAF_PROBE, HPR__FORK_LEAVES };
 /* Have the handlers call fn(phase) for leaf slot (idempotent; installs the
  * handlers on first use, as hpr__fork_lock does). */
 void hpr__fork_leaf(unsigned slot, void (*fn)(int phase));
@@ -332,6 +370,14 @@ struct hpr_region {
 	_Atomic uint64_t populate_calls;
 	_Atomic uint64_t reclaimed_bytes;
 	_Atomic uint64_t collapsed_pages;
+	_Atomic uint64_t collapse_queued; /* the background collapse (cqueue.c) */
+	_Atomic uint64_t collapse_failed;
+	_Atomic size_t cq_pending;	  /* pages queued now */
+	_Atomic uint64_t *cq_bits;	  /* one bit per page: queued */
+	_Atomic size_t cq_next;		  /* word the next take starts at */
+	_Atomic unsigned faulting;	  /* hpr_fault_in calls doing work now */
+	_Atomic uint64_t fault_ns;	  /* when the last one started or ended */
+	uint64_t cq_wait_ns;		  /* the drainer waits for quiet since */
 	_Atomic size_t lazy_pages;
 	_Atomic size_t present_pages;
 	_Atomic size_t small_pages; /* populated, kernel says not huge, fallback */

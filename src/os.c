@@ -412,6 +412,17 @@ static int os_any_resident(void *addr, size_t len)
 	return 0;
 }
 
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+
+static int os_mremap_fixed(void *old, size_t len, void *new_addr)
+{
+	void *p = mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, new_addr);
+
+	return p == MAP_FAILED ? -errno : 0;
+}
+
 static int os_pagemap_open(void)
 {
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -590,6 +601,7 @@ const struct hpr_os_ops hpr__os_real = {
 	.touch_atime = os_touch_atime,
 	.uffd_open = os_uffd_open,
 	.ioctl = os_ioctl,
+	.mremap_fixed = os_mremap_fixed,
 };
 
 const struct hpr_os_ops *hpr__os = &hpr__os_real;
@@ -633,6 +645,11 @@ int hpr__os_no_huge(void *addr, size_t len)
 int hpr__os_dont_fork(void *addr, size_t len)
 {
 	return hpr__os->madvise(addr, len, MADV_DONTFORK);
+}
+
+int hpr__os_do_fork(void *addr, size_t len)
+{
+	return hpr__os->madvise(addr, len, MADV_DOFORK);
 }
 
 void hpr__os_set(const struct hpr_os_ops *ops)

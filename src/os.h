@@ -164,6 +164,12 @@ struct hpr_os_ops {
 	int (*uffd_open)(bool user_only);
 	/* ioctl(2) with a pointer argument: 0 or -errno (UFFDIO_*) */
 	int (*ioctl)(int fd, unsigned long req, void *arg);
+	/* mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED |
+	 * MREMAP_DONTUNMAP, new) (Linux 5.7; any mapping 5.13): move the
+	 * pages and page tables of [old, old+len) to new, replacing what was
+	 * at new in the same step, and leave old mapped and empty -- never a
+	 * hole another thread's mmap could take (the pool, rpool.c) */
+	int (*mremap_fixed)(void *old, size_t len, void *new_addr);
 };
 
 /* The hooks in force. Never NULL. */
@@ -205,6 +211,8 @@ int hpr__os_want_huge(void *addr, size_t len);
 int hpr__os_no_huge(void *addr, size_t len);
 /* leave the range out of a forked child (MADV_DONTFORK) */
 int hpr__os_dont_fork(void *addr, size_t len);
+/* let a forked child inherit the range again (MADV_DOFORK) */
+int hpr__os_do_fork(void *addr, size_t len);
 
 /* Mappings this process holds (lines of /proc/self/maps, read in
  * chunks: no allocation, so it works at vm.max_map_count), or -errno. */

@@ -14,7 +14,8 @@
  *
  * Every change is the same two steps:
  *
- *   hpr__page_take: lock the slot, wait out a transition (FAULTING, BUSY),
+ *   hpr__page_take: lock the slot, wait out a transition (FAULTING, BUSY,
+ *     COLLAPSING),
  *     and when the page is in one of the states the caller can start from,
  *     mark it FAULTING or BUSY; unlock.
  *   (the caller's syscall, with no lock held)
@@ -27,7 +28,10 @@
  * wanting a page in a transition wait on its slot's condvar; threads wanting
  * other pages never wait on it. A page in a transition counts, in the
  * counters, as the state it was taken in. The PRESENT fast path is one
- * acquire load (hpr__page_state) and takes no lock.
+ * acquire load (hpr__page_state) and takes no lock. COLLAPSING is the one
+ * transition of a usable page (a worker's background collapse of a
+ * PRESENT page): fault-in takes it for present and never waits for it;
+ * every other change waits for it as for BUSY.
  *
  * A caller holding pages in a transition must not wait for another page
  * (wait = false), or two callers could each wait for a page the other holds.
@@ -111,7 +115,7 @@ int hpr__page_take(hpr_region *r, size_t idx, unsigned from, enum hpr_pstate to,
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		st = atomic_load_explicit(&r->state[idx], memory_order_acquire);
-		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY)
+		if (st != HPR_PS_FAULTING && st != HPR_PS_BUSY && st != HPR_PS_COLLAPSING)
 			break;
 		if (!wait) {
 			pthread_mutex_unlock(&s->mu);
@@ -175,8 +179,8 @@ void hpr__fault_table_child(hpr_region *r)
 
 	if (!r->state)
 		return;
-	/* A page in a transition belonged to a parent thread that does not
-	 * exist here: whatever it was doing (populate, release, reclaim,
+	/* A page in a transition (FAULTING, BUSY) belonged to a parent
+	 * thread that does not exist here: whatever it was doing (populate, release, reclaim,
 	 * collapse) is half done or not done in this copy. ABSENT is the
 	 * one state that is safe for all of them: hpr_fault_in populates it
 	 * again (keeping what it holds), hpr_save asks the kernel whether it
@@ -184,8 +188,13 @@ void hpr__fault_table_child(hpr_region *r)
 	for (size_t i = 0; i < r->npages; i++) {
 		uint8_t st = atomic_load_explicit(&r->state[i], memory_order_relaxed);
 
-		if (st == HPR_PS_FAULTING || st == HPR_PS_BUSY)
-			atomic_store_explicit(&r->state[i], HPR_PS_ABSENT, memory_order_relaxed);
+		/* a parent's background collapse: the page is there either
+		 * way, whole (collapsed or not); no one collapses it here */
+		if (st == HPR_PS_COLLAPSING)
+			st = HPR_PS_PRESENT;
+		else if (st == HPR_PS_FAULTING || st == HPR_PS_BUSY)
+			st = HPR_PS_ABSENT;
+		atomic_store_explicit(&r->state[i], st, memory_order_relaxed);
 		present += st == HPR_PS_PRESENT;
 		lazy += st == HPR_PS_LAZY;
 	}

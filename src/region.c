@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "backend.h"
+#include "rpool.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -204,6 +205,8 @@ static bool region_atfork(struct hpr__fork_handle *h, int phase)
 	}
 	hpr__fork_mutex(&r->lazy_mu, phase);
 	hpr__fault_table_child(r);
+	/* the parent's workers are not here to collapse what it queued */
+	hpr__cq_clear(r);
 	/* mlock is not inherited (fork(2)) */
 	r->locked = false;
 	if (r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_SHARED)) {
@@ -237,12 +240,16 @@ static int region_free(hpr_region *r)
 	hpr__release_destroy(r);
 	if (r->locked)
 		hpr__os->munlock(r->base, r->size);
+	/* the recycled pool (off unless hpr_pool_configure turned it on)
+	 * takes the region's huge pages before the mapping goes */
+	hpr__rpool_donate(r);
 	rc = hpr__backend_destroy(r);
 	if (r->partial)
 		for (size_t i = 0; i < r->npages; i++)
 			free(atomic_load(&r->partial[i]));
 	free(r->partial);
 	free(r->state);
+	hpr__cq_free(r);
 	pthread_mutex_destroy(&r->partial_mu);
 	pthread_mutex_destroy(&r->rel_mu);
 	pthread_mutex_destroy(&r->lazy_mu);
@@ -271,6 +278,7 @@ static hpr_region *region_alloc(const struct hpr_config *c)
 	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
 	r->psi_fd = -1;
 	hpr__pool_init(r);
+	r->pool.idle = hpr__collapse_idle;
 	return r;
 }
 
@@ -287,7 +295,7 @@ static int region_map(hpr_region *r, const struct hpr_config *c)
 		return rc;
 	r->state = calloc(r->npages, sizeof(*r->state));
 	r->partial = calloc(r->npages, sizeof(*r->partial));
-	if (!r->state || !r->partial)
+	if (!r->state || !r->partial || hpr__cq_init(r))
 		return hpr__fail(-ENOMEM,
 				 "hpr_create: cannot allocate the fault table for %zu pages",
 				 r->npages);

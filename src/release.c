@@ -38,6 +38,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "rpool.h"
 #include "lazyload.h"
 
 #include <errno.h>
@@ -466,7 +467,9 @@ static int reclaim_page(hpr_region *r, size_t idx)
 	/* a page in a transition is not lazy (now) */
 	if (hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_LAZY), HPR_PS_BUSY, false, &was) != 1)
 		return 0;
-	rc = hpr__discard_page(r, idx);
+	/* the recycled pool (rpool.c; off unless hpr_pool_configure turned
+	 * it on) takes a whole released THP page instead of its discard */
+	rc = hpr__rpool_take_page(r, idx) ? 0 : hpr__discard_page(r, idx);
 	if (!rc)
 		atomic_fetch_add(&r->reclaimed_bytes, r->page_size);
 	hpr__page_put(r, idx, HPR_PS_LAZY, rc ? HPR_PS_LAZY : HPR_PS_ABSENT);

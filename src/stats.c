@@ -19,6 +19,9 @@ static void counters(hpr_region *r, struct hpr_stats *st)
 	st->populate_calls = atomic_load(&r->populate_calls);
 	st->reclaimed_bytes = atomic_load(&r->reclaimed_bytes);
 	st->collapsed_pages = atomic_load(&r->collapsed_pages);
+	st->collapse_queued = atomic_load(&r->collapse_queued);
+	st->collapse_pending = atomic_load(&r->cq_pending);
+	st->collapse_failed = atomic_load(&r->collapse_failed);
 	st->snapshot_io = atomic_load(&r->snapshot_io);
 	st->lazy_load = atomic_load(&r->lazy_load);
 	st->lazy_fallback_err = atomic_load(&r->lazy_fallback_err);

@@ -27,6 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
+static int pool_start(hpr_region *r);
+
 struct worker_arg {
 	hpr_region *r;
 	unsigned id;
@@ -120,6 +122,49 @@ static void job_leave(struct hpr__pool *p, struct hpr__job *j, bool is_async)
 	pthread_mutex_unlock(&p->mu);
 }
 
+/*
+ * Idle work (the background collapse), one piece at a time, by one worker
+ * at a time: between pieces the worker looks at the pool again, so a new
+ * job or a stop waits for at most one piece. p->mu held on entry and on
+ * return, not while the piece runs.
+ */
+static void run_idle(hpr_region *r, struct hpr__pool *p)
+{
+	bool more;
+
+	p->idle_busy = true;
+	atomic_store(&p->idle_want, false); /* a kick while the piece runs sets it again */
+	pthread_mutex_unlock(&p->mu);
+	more = p->idle(r);
+	pthread_mutex_lock(&p->mu);
+	p->idle_busy = false;
+	if (more)
+		atomic_store(&p->idle_want, true);
+}
+
+int hpr__pool_kick(hpr_region *r)
+{
+	struct hpr__pool *p = &r->pool;
+	int rc;
+
+	/* wanted already: a worker will look (it clears the flag before it
+	 * looks at the work, so work added before this is seen). The reuse
+	 * path kicks once per page it queues; this keeps that to an atomic
+	 * exchange while the queue is not empty. */
+	if (atomic_exchange(&p->idle_want, true))
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	rc = pool_start(r);
+	if (!rc && !p->nthreads)
+		rc = -EAGAIN;
+	if (!rc)
+		pthread_cond_broadcast(&p->cv);
+	else
+		atomic_store(&p->idle_want, false);
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
 static void *worker_main(void *argp)
 {
 	struct worker_arg *wa = argp;
@@ -134,8 +179,13 @@ static void *worker_main(void *argp)
 		struct hpr__job *j;
 		bool is_async;
 
-		while (!p->stopping && (!p->job || p->gen == seen))
+		while (!p->stopping && (!p->job || p->gen == seen)) {
+			if (atomic_load(&p->idle_want) && !p->idle_busy) {
+				run_idle(r, p);
+				continue;
+			}
 			pthread_cond_wait(&p->cv, &p->mu);
+		}
 		if (p->stopping)
 			break;
 		seen = p->gen;
@@ -276,6 +326,8 @@ void hpr__pool_atfork(hpr_region *r, int phase)
 	p->started = false; /* pool_start runs again on demand */
 	p->stopping = false;
 	p->job = NULL;
+	atomic_store(&p->idle_want, false); /* the queue is emptied too (region.c) */
+	p->idle_busy = false;
 	if (p->async_active && !p->async.finished) {
 		int zero = 0;
 

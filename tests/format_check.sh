@@ -13,7 +13,8 @@ command -v "$CF" >/dev/null || { echo "format: $CF missing (scripts/deps.sh)" >&
 ENFORCED="src/attach.c src/errors.c src/parse.c src/parse.h src/sized.c src/names.c tools/*.c tools/*.h tests/hpr_hold.c
 	tests/abi/*.c
 	src/lazyload.c src/lazyfill.c src/lazyload.h tests/test_lazyload.c
-	tests/test_attach.c tests/test_parse_regress.c tests/fuzz/*.c"
+	tests/test_attach.c tests/test_parse_regress.c tests/fuzz/*.c
+	src/rpool.c src/rpool.h src/zero.c tests/test_pool.c"
 fails=0
 for f in $ENFORCED; do
 	[ -f "$f" ] || continue

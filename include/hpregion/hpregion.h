@@ -75,6 +75,12 @@ enum hpr_numa_policy {
  * backend's (HUGETLB on a short pool: THP, or a shmem memfd when shared),
  * then base pages; hpr_stats() .fallback says what was delivered.
  * HPR_F_PSI_RECLAIM: hpr_create fails if the PSI trigger cannot be armed.
+ * HPR_F_COLLAPSE_SYNC (THP): when the kernel reclaimed a released page and
+ * hpr_fault_in gets it back as base pages, collapse it (MADV_COLLAPSE) in
+ * the call, as hpregion 0.1 did: the page is huge when the call returns,
+ * at a cost of milliseconds per 2 MiB on the caller's thread. Without it
+ * the page is usable at once and the region's workers collapse it in the
+ * background (hpr_stats() .collapse_queued, .collapse_pending).
  */
 #define HPR_F_SHARED (1u << 0)	       /* MAP_SHARED; hpr_fd() can be passed on */
 #define HPR_F_FALLBACK (1u << 1)       /* allow another backend, then base pages */
@@ -86,6 +92,7 @@ enum hpr_numa_policy {
 #define HPR_F_PSI_RECLAIM (1u << 7)    /* reclaim lazily released pages under PSI pressure */
 #define HPR_F_ATTACH (1u << 8)	       /* attach to the kept region path/name, else create it */
 #define HPR_F_ATTACH_ONLY (1u << 9)    /* attach to the kept region path/name, or -ENOENT */
+#define HPR_F_COLLAPSE_SYNC (1u << 10) /* THP: collapse reused pages on the caller's thread */
 
 /*
  * Kept regions (docs/attach.md, hpr_attached(3)). HPR_F_ATTACH and
@@ -308,7 +315,14 @@ struct hpr_stats {
 	/* the last hpr_load(HPR_SNAP_LAZY) (carved out of reserved_) */
 	int lazy_load;		/* HPR_LAZY_*: 0 none */
 	int lazy_fallback_err;	/* HPR_LAZY_EAGER: why (-errno of userfaultfd) */
-	uint64_t reserved_[14];
+	/* the background collapse (THP reuse, see HPR_F_COLLAPSE_SYNC; carved
+	 * out of reserved_). A released page the kernel reclaimed comes back
+	 * from hpr_fault_in as base pages; the page is handed to the region's
+	 * workers, which collapse it when idle. */
+	uint64_t collapse_queued;  /* pages handed to the workers, in all */
+	uint64_t collapse_pending; /* of those, not yet taken up */
+	uint64_t collapse_failed;  /* taken up and left small (kernel refused) */
+	uint64_t reserved_[11];
 };
 #define HPR_IO_URING 1
 #define HPR_IO_PREADWRITE 2
@@ -448,6 +462,94 @@ HPR_API int hpr_load_progress(hpr_region *r, size_t *loaded, size_t *demanded, s
 /* Fail the lazy load with -ECANCELED (see above); 0 also without one.
  * Follow with hpr_load_wait(). */
 HPR_API int hpr_load_cancel(hpr_region *r);
+
+/*
+ * The recycled huge-page pool (docs/pool.md, hpr_pool_configure(3)).
+ *
+ * Off by default: until hpr_pool_configure() is called with a non-zero
+ * max_bytes nothing below changes any other call. Once on, hpr_destroy()
+ * of a THP region moves its PMD-mapped huge pages (up to max_bytes in the
+ * pool in all) to a process-wide pool instead of unmapping them: the page
+ * tables move (mremap), nothing is copied; hpr_reclaim() of its released
+ * pages (also the lazy budget's and the PSI reclaimer's) moves those that
+ * are still whole huge pages there too. Background threads write zeros
+ * over every pool page; only pages they zeroed are handed out. A fault-in
+ * of a fresh (never faulted) range of a THP region -- hpr_fault_in(),
+ * HPR_F_PREFAULT, the background prefault -- takes zeroed pages from the
+ * pool by moving them into the region, and populates only what the pool
+ * could not give. A page handed out is an ordinary resident, dirty,
+ * PMD-mapped huge page of zeros: never a byte of its former contents.
+ *
+ * Pool pages are given to the kernel as lazily freeable (MADV_FREE): under
+ * memory pressure, of the machine or of the process's memory cgroup, the
+ * kernel takes them before it swaps or OOM-kills, and the pool shrinks by
+ * what it took. They count in no region's hpr_stats(), only in
+ * hpr_pool_stats().
+ *
+ * Pooled: THP regions that were not made with a NUMA policy, HPR_F_GUARD,
+ * HPR_F_FALLBACK's base pages, or locked by mlockall(). Not pooled:
+ * shmem and hugetlb (hpr_pool_supported() says why). Needs PAGEMAP_SCAN
+ * (Linux 6.7) to see which pages are huge: -EOPNOTSUPP before.
+ *
+ * fork(): pool pages are MADV_DONTFORK; a child starts with an empty pool
+ * under the parent's configuration and its own threads once it donates.
+ */
+#define HPR_POOL_ONE_THREAD (1u << 0) /* one zeroing thread, not one per CPU */
+#define HPR_POOL_IDLE (1u << 1)	      /* zeroing threads run at SCHED_IDLE */
+
+/* Turn the pool on, resize it, or off (max_bytes 0: every pool page is
+ * unmapped before the call returns and its threads are stopped).
+ * max_bytes is rounded down to whole huge pages. Errors: -EINVAL
+ * (unknown flags), -EOPNOTSUPP (THP disabled, or no PAGEMAP_SCAN: Linux
+ * 6.7), -EAGAIN (a zeroing thread could not be started). Thread-safe. */
+HPR_API int hpr_pool_configure(size_t max_bytes, unsigned flags);
+
+/* 0 when regions of backend are pooled on this machine, else -EOPNOTSUPP
+ * (hpr_strerror() says why: shmem and hugetlb pages belong to a file)
+ * or -EINVAL (AUTO or not a backend: ask about hpr_backend_of()). */
+HPR_API int hpr_pool_supported(enum hpr_backend backend);
+
+/* How background zeroing writes (hpr_pool_stats.zero_method). */
+enum hpr_pool_zero {
+	HPR_POOL_ZERO_NONE = 0,	 /* not chosen yet (the pool was never on) */
+	HPR_POOL_ZERO_MEMSET,	 /* the C library's memset */
+	HPR_POOL_ZERO_REP_STOSB, /* x86 rep stosb */
+	HPR_POOL_ZERO_AVX2,	 /* 32-byte AVX2 stores */
+	HPR_POOL_ZERO_NT_SSE2,	 /* 16-byte non-temporal stores (movntdq), sfence */
+	HPR_POOL_ZERO_NT_AVX2,	 /* 32-byte non-temporal stores (vmovntdq), sfence */
+};
+
+struct hpr_pool_stats {
+	size_t max_bytes;	 /* the limit in force; 0: the pool is off */
+	unsigned flags;		 /* HPR_POOL_* in force */
+	unsigned threads;	 /* zeroing threads running */
+	size_t bytes;		 /* huge pages held by the pool */
+	size_t clean_bytes;	 /* of those, zeroed: ready to hand out */
+	size_t resident;	 /* kernel: bytes of the pool mapped (PAGEMAP_SCAN) */
+	size_t huge_mapped;	 /* kernel: of those, PMD-mapped */
+	uint64_t donated_bytes;	 /* moved in from destroyed regions, in all */
+	uint64_t handed_bytes;	 /* moved out into fault-ins, in all */
+	uint64_t zeroed_bytes;	 /* zeroed by the threads, in all */
+	uint64_t dropped_bytes;	 /* unmapped: the kernel had taken them (or
+				    split them) under memory pressure */
+	uint64_t trimmed_bytes;	 /* unmapped by hpr_pool_configure() */
+	uint64_t zero_ns;	 /* thread time spent writing zeros */
+	int zero_method;	 /* enum hpr_pool_zero */
+	uint64_t reserved_[8];
+};
+
+/* Fill *st (its first size bytes: see "Versioned structs"). Errors:
+ * -EINVAL (NULL, or size smaller than the first struct hpr_pool_stats). */
+HPR_API int hpr_pool_stats_sized(struct hpr_pool_stats *st, size_t size);
+/* hpr_pool_stats_sized() with the size of this header's struct. */
+static inline int hpr_pool_stats(struct hpr_pool_stats *st)
+{
+	return hpr_pool_stats_sized(st, sizeof(*st));
+}
+/* "memset", "rep-stosb", "avx2", "nt-sse2", "nt-avx2" or "none" (method
+ * not chosen yet). The choice is made once per process, when the pool is
+ * first turned on, by timing each method over a few warm huge pages. */
+HPR_API const char *hpr_pool_zero_method_name(void);
 
 /* Huge page sizes hpr_probe_info can describe (x86-64 has 2; arm64 4). */
 #define HPR_MAX_HUGETLB_SIZES 4
