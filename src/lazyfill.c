@@ -253,12 +253,29 @@ static int map_page(struct hpr__lazy *L, size_t idx, void *src, bool map)
 	return rc == -EEXIST ? 0 : rc;
 }
 
+/*
+ * hpr-uffd's own bounce buffer, kept populated: a touch's page is read
+ * into memory that is there (a fresh huge page costs its zeroing, 2 MiB,
+ * about what the read costs), and is refilled after the touch is answered
+ * when UFFDIO_MOVE took its page. NULL in other threads.
+ */
+static __thread void *tls_hbuf;
+static __thread bool tls_hbuf_moved;
+
+static void hbuf_refill(void)
+{
+	if (!tls_hbuf_moved)
+		return;
+	tls_hbuf_moved = false;
+	*(volatile char *)tls_hbuf = 0; /* one huge page (or the first 4 KiB) */
+}
+
 /* Read, verify and map saved page idx (FAULTING, ours). */
 static int fetch_page(struct hpr__lazy *L, size_t idx, bool map)
 {
 	hpr_region *r = L->r;
 	uint64_t fo = L->data_off + hpr__page_off(r, idx);
-	void *buf = buf_get(L);
+	void *buf = tls_hbuf ? tls_hbuf : buf_get(L);
 	ssize_t n;
 	int rc;
 
@@ -285,7 +302,10 @@ static int fetch_page(struct hpr__lazy *L, size_t idx, bool map)
 				    r->backend == HPR_BACKEND_HUGETLB && rc == -ENOMEM ?
 					    ": the hugetlb pool ran out" :
 					    "");
-	buf_put(L, buf);
+	if (buf == tls_hbuf)
+		tls_hbuf_moved = r->backend == HPR_BACKEND_THP;
+	else
+		buf_put(L, buf);
 	return rc;
 }
 
@@ -564,6 +584,9 @@ void *hpr__lazy_handler(void *arg)
 	struct uffd_msg m[16];
 	int rc;
 
+	tls_hbuf = buf_get(L); /* NULL: the shared ones, as the fill does */
+	if (tls_hbuf)
+		memset(tls_hbuf, 0, L->r->page_size);
 	for (;;) {
 		ssize_t n;
 
@@ -595,7 +618,12 @@ void *hpr__lazy_handler(void *arg)
 		if (L->fill_waits)
 			pthread_cond_broadcast(&L->cv);
 		pthread_mutex_unlock(&L->mu);
+		if (tls_hbuf)
+			hbuf_refill();
 	}
+	if (tls_hbuf)
+		buf_put(L, tls_hbuf);
+	tls_hbuf = NULL;
 	/* the fill ends at its next page once err is set */
 	if (L->driver_on)
 		pthread_join(L->driver, NULL);
