@@ -200,6 +200,13 @@ static bool lazy_atfork(struct hpr__fork_handle *h, int phase)
 	 * hold up pthread_cond_destroy here */
 	pthread_cond_init(&L->cv, NULL);
 	L->fill_waits = 0;
+	/* the bounce buffers are MADV_DONTFORK: not here, and their
+	 * addresses may be another mapping's later; forget them */
+	for (struct lazy_buf *b = L->bufs, *n; b; b = n) {
+		n = b->next;
+		free(b);
+	}
+	L->bufs = NULL;
 	L->child = true;
 	L->threads = L->driver_on = false;
 	atomic_compare_exchange_strong(&L->err, &zero, -ECANCELED);
