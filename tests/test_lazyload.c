@@ -7,10 +7,13 @@
  * saved page and a file truncated during the load (the toucher of a bad
  * page gets SIGSEGV, never other bytes; the region is empty after
  * hpr_load_wait); cancel; destroy and fork during the load; the eager
- * fallback without userfaultfd. Residency and huge mappings from smaps.
+ * fallback without userfaultfd; the refusal of a region that is not
+ * empty (PAGEMAP_SCAN, and mincore forced); a snapshot with every page
+ * saved (the extents shortcut); THP by UFFDIO_MOVE and its fallbacks,
+ * forced. Residency and huge mappings from smaps.
  */
 #include "common.h"
-#include "lazyload.h" /* the demand queue, for demand_first */
+#include "lazyload.h" /* the load's counters (demanded, moved, copied) */
 #include "os.h"
 #include "snapshot.h"
 
