@@ -72,6 +72,13 @@ int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *
 	return hpr__os->pagemap_count(fd, lo, hi, present, huge);
 }
 
+int hpr__pagemap_any(uintptr_t lo, uintptr_t hi)
+{
+	int fd = pagemap_get();
+
+	return fd < 0 ? -EOPNOTSUPP : hpr__os->pagemap_any(fd, lo, hi);
+}
+
 int hpr__range_is_huge(void *addr, size_t len)
 {
 	uint64_t present, huge;

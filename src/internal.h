@@ -248,6 +248,8 @@ int hpr__range_is_huge(void *addr, size_t len);
  * and, of those, PMD-mapped or hugetlb, counted over exactly that range
  * whatever VMAs it shares. -EOPNOTSUPP without PAGEMAP_SCAN. */
 int hpr__pagemap_count(uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge);
+/* any page of [lo, hi) present or swapped (PAGEMAP_SCAN): 1, 0, -errno */
+int hpr__pagemap_any(uintptr_t lo, uintptr_t hi);
 
 /* ---- release.c ---- */
 int hpr__release_init(hpr_region *r);
@@ -317,6 +319,11 @@ struct hpr__snap_ent;
  * had here (logged, in the stats): hpr_load loads eagerly; or -errno. */
 int hpr__lazy_load(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t data_off,
 		   size_t *changed);
+/* hpr_load(HPR_SNAP_LAZY) before anything else: r can take a lazy load
+ * (not attached, locked or guarded) and holds nothing, checked without a
+ * look at each page (st_blocks of its file, PAGEMAP_SCAN, else mincore).
+ * 0 or -errno with the reason. */
+int hpr__lazy_check_region(hpr_region *r);
 /* hpr_fault_in during a lazy load: load the saved pages of [first, last)
  * now, in the caller (demand first). 0 or the load's error. */
 int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last);

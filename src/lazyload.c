@@ -3,28 +3,39 @@
  * Lazy snapshot load: hpr_load(r, fd, HPR_SNAP_LAZY, ...), hpr_load_wait,
  * hpr_load_progress, hpr_load_cancel (docs/snapshot.md, "Lazy load").
  *
- * hpr_load checks the snapshot as for an eager load (header, table,
- * extents, room) and hands its page table to hpr__lazy_load, which
- * registers the empty region with a userfaultfd and returns. Two library threads and the
- * region's workers then do the load:
+ * hpr_load checks that the region is empty, all at once (the st_blocks of
+ * a shmem or hugetlb region's file; PAGEMAP_SCAN over a THP region, mincore
+ * before Linux 6.7), and the snapshot as for an eager load (header, table,
+ * extents -- none to walk in a file without holes --, room), and hands its
+ * page table to hpr__lazy_load, which registers the region with a
+ * userfaultfd and returns: nothing before the return is per page. Two
+ * library threads and the region's workers then do the load:
  *
- *  - "hpr-uffd" reads the userfaultfd. A fault on a saved page goes on the
- *    demand queue; a fault on a hole of the snapshot is answered at once
+ *  - "hpr-uffd" reads the userfaultfd and serves each fault itself: a saved
+ *    page is read into a bounce buffer, verified and mapped right there,
+ *    never queued behind the fill (a page the fill has in hand is left to
+ *    it: it wakes the page's waiters). A hole of the snapshot is answered
  *    with zeros (UFFDIO_ZEROPAGE on THP, where no copy is needed; a copy
- *    from a zero mapping elsewhere, which the kernel requires).
- *  - "hpr-lazyfill" runs a job over all pages on the region's workers
- *    (hpr__run). Before each page in file order a worker takes the pages
- *    on the demand queue: demand first, the fault table's rule.
+ *    from a zero mapping elsewhere, which the kernel requires). While it
+ *    serves faults, the fill waits at its next page (pending).
+ *  - "hpr-lazyfill" runs a job over all pages in file order on the
+ *    region's workers (hpr__run), once hpr_load has returned.
  *
  * Loading a page (load_one) takes it in the fault table (ABSENT ->
  * FAULTING: exactly once, whoever asks), reads it into a bounce buffer,
  * verifies its checksum, and only then maps it:
  *  - hugetlb: MISSING mode, UFFDIO_COPY of the whole huge page;
  *  - shmem: MISSING and MINOR modes: pwrite() into the page cache through
- *    the region's fd (a huge folio on a huge= tmpfs), then
- *    UFFDIO_CONTINUE maps it. UFFDIO_COPY would allocate 4 KiB pages;
- *  - THP: MISSING mode, UFFDIO_COPY, which maps 4 KiB pages, then
- *    MADV_COLLAPSE of the page (retried after unregistering if refused).
+ *    the region's fd (a huge folio on a huge= tmpfs). The fill stops there
+ *    (the page is PRESENT: verified, in the file); a fault on such a page
+ *    is a minor one, answered with UFFDIO_CONTINUE, and the end of the
+ *    load maps the rest with one MADV_POPULATE_WRITE. UFFDIO_COPY would
+ *    allocate 4 KiB pages;
+ *  - THP: MISSING mode; the bounce buffer is a huge-aligned THP, which
+ *    UFFDIO_MOVE (Linux 6.8) puts in place as one PMD: no copy, no
+ *    collapse. Without UFFDIO_MOVE, or where the kernel refuses it,
+ *    UFFDIO_COPY, which maps 4 KiB pages, then MADV_COLLAPSE of the page
+ *    (retried after unregistering if refused).
  * The ioctls do not wake the threads blocked on the page (DONTWAKE): the
  * page is published PRESENT and counted first, then UFFDIO_WAKE, so a
  * woken thread finds the table and hpr_load_progress up to date.
@@ -59,6 +70,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The load's error as this thread's detail (hpr_strerror). */
@@ -87,6 +99,7 @@ static int uffd_setup(struct hpr__lazy *L, const char **why)
 	};
 	uint64_t need_ioctls = (uint64_t)1 << _UFFDIO_COPY;
 	int rc, fd = hpr__os->uffd_open(false);
+	bool move;
 
 	if (fd < 0) {
 		*why = "no userfaultfd: /dev/userfaultfd cannot be opened and userfaultfd(2) is "
@@ -103,8 +116,22 @@ static int uffd_setup(struct hpr__lazy *L, const char **why)
 		L->minor = true;
 	} else {
 		need_ioctls |= (uint64_t)1 << _UFFDIO_ZEROPAGE;
+		api.features = UFFD_FEATURE_MOVE;
 	}
 	rc = hpr__lazy_ioctl(L, UFFDIO_API, &api);
+	move = !rc && r->backend == HPR_BACKEND_THP;
+	if (rc == -EINVAL && r->backend == HPR_BACKEND_THP) {
+		/* a kernel before 6.8: no UFFDIO_MOVE. A failed UFFDIO_API
+		 * may not be repeated on every kernel: a new descriptor. */
+		hpr__os->close(L->uffd);
+		L->uffd = fd = hpr__os->uffd_open(false);
+		if (fd < 0) {
+			*why = "no userfaultfd: /dev/userfaultfd cannot be opened again";
+			return fd;
+		}
+		api = (struct uffdio_api){ .api = UFFD_API };
+		rc = hpr__lazy_ioctl(L, UFFDIO_API, &api);
+	}
 	if (rc) {
 		*why = "the kernel's userfaultfd lacks this backend's mode (shmem minor faults "
 		       "need Linux 5.14)";
@@ -115,6 +142,9 @@ static int uffd_setup(struct hpr__lazy *L, const char **why)
 		*why = "UFFDIO_REGISTER of the region failed";
 		return rc;
 	}
+	/* the kernel answers UFFDIO_API with every feature it has, asked
+	 * for or not: move says the descriptor has UFFD_FEATURE_MOVE */
+	L->move = move && (reg.ioctls & ((uint64_t)1 << _UFFDIO_MOVE));
 	if ((reg.ioctls & need_ioctls) != need_ioctls) {
 		hpr__lazy_unregister(L);
 		*why = "the kernel cannot resolve this backend's faults (no UFFDIO_COPY, "
@@ -147,9 +177,8 @@ static void lazy_free(struct hpr__lazy *L)
 	if (L->zero)
 		hpr__os->munmap(L->zero, L->r->page_size);
 	free(L->tab);
-	free(L->q);
-	free(L->queued);
 	pthread_mutex_destroy(&L->mu);
+	pthread_cond_destroy(&L->cv);
 	pthread_mutex_destroy(&L->wait_mu);
 	free(L);
 }
@@ -167,6 +196,17 @@ static bool lazy_atfork(struct hpr__fork_handle *h, int phase)
 	if (!hpr__fork_mutex(&L->mu, phase))
 		return true;
 	pthread_mutex_init(&L->wait_mu, NULL);
+	/* the parent's fill may wait on cv: a copy with its waiters would
+	 * hold up pthread_cond_destroy here */
+	pthread_cond_init(&L->cv, NULL);
+	L->fill_waits = 0;
+	/* the bounce buffers are MADV_DONTFORK: not here, and their
+	 * addresses may be another mapping's later; forget them */
+	for (struct lazy_buf *b = L->bufs, *n; b; b = n) {
+		n = b->next;
+		free(b);
+	}
+	L->bufs = NULL;
 	L->child = true;
 	L->threads = L->driver_on = false;
 	atomic_compare_exchange_strong(&L->err, &zero, -ECANCELED);
@@ -195,24 +235,48 @@ static int lazy_alloc(hpr_region *r, int fd, struct hpr__lazy **out)
 	L->r = r;
 	L->uffd = L->evfd = -1;
 	pthread_mutex_init(&L->mu, NULL);
+	pthread_cond_init(&L->cv, NULL);
 	pthread_mutex_init(&L->wait_mu, NULL);
 	L->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (L->fd < 0)
 		return hpr__fail(-errno, "hpr_load: cannot duplicate fd %d: %s", fd,
 				 strerror(errno));
 	L->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	L->q = calloc(r->npages, sizeof(*L->q));
-	L->queued = calloc(r->npages, 1);
-	if (L->evfd < 0 || !L->q || !L->queued ||
-	    hpr__os->mmap(NULL, r->page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0,
-			  &L->zero))
+	if (L->evfd < 0 || hpr__os->mmap(NULL, r->page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+					 -1, 0, &L->zero))
 		return hpr__fail(-ENOMEM, "hpr_load: out of memory");
 	L->fh.atfork = lazy_atfork;
 	return 0;
 }
 
+/*
+ * Does any page of r's range have a resident page, without a look at
+ * each page? 1 yes, 0 no, -errno: cannot tell this way.
+ *  - The file of a shmem or hugetlb region (shared: the page cache is the
+ *    memory): its st_blocks, which both filesystems keep (SEEK_DATA is no
+ *    help: hugetlbfs says all of a file is data).
+ *  - The mapping: PAGEMAP_SCAN (Linux 6.7) for one present or swapped
+ *    page, which walks only the page tables there are.
+ * mincore over the range (one byte a 4 KiB page, and for a file mapping
+ * a page cache lookup each) is the fallback: an emptiness scan of a
+ * 4 GiB shmem region cost more than the rest of the lazy hpr_load.
+ */
+static int region_resident(hpr_region *r)
+{
+	struct stat st;
+	int rc;
+
+	if (r->fd >= 0) {
+		if (hpr__os->fstat(r->fd, &st))
+			return hpr__os->any_resident(r->base, r->size);
+		return st.st_blocks != 0; /* a MAP_SHARED mapping of it (backend.c) */
+	}
+	rc = hpr__pagemap_any((uintptr_t)r->base, (uintptr_t)r->base + r->size);
+	return rc >= 0 ? rc : hpr__os->any_resident(r->base, r->size);
+}
+
 /* The region holds nothing: no page faulted in, released or resident. */
-static int lazy_check_region(hpr_region *r)
+int hpr__lazy_check_region(hpr_region *r)
 {
 	if (r->attached || (r->flags & HPR_F_GUARD) || r->locked)
 		return hpr__fail(-EINVAL,
@@ -222,7 +286,7 @@ static int lazy_check_region(hpr_region *r)
 				 r->locked   ? "locked (HPR_F_LOCK)" :
 					       "in guard mode (HPR_F_GUARD)");
 	if (atomic_load(&r->present_pages) || atomic_load(&r->lazy_pages) ||
-	    hpr__os->any_resident(r->base, r->size) != 0)
+	    region_resident(r) != 0)
 		return hpr__fail(-EBUSY,
 				 "hpr_load: HPR_SNAP_LAZY loads into an empty region, and region "
 				 "'%s' holds pages: load it eagerly, or create a new region",
@@ -287,6 +351,8 @@ static int lazy_start(struct hpr__lazy *L)
 	hpr__fork_unlock();
 	if (rc)
 		hpr__lazy_fail(L, rc, "cannot start the load's threads: %s", strerror(-rc));
+	if (rc)
+		hpr__lazy_go(L);
 	if (rc && L->driver_on && !L->threads) { /* the fill stops at its next page */
 		pthread_join(L->driver, NULL);
 		L->driver_on = false;
@@ -301,10 +367,8 @@ int hpr__lazy_load(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t d
 	const char *why = "";
 	int rc;
 
-	reap(r);
-	rc = lazy_check_region(r);
-	if (!rc)
-		rc = lazy_alloc(r, fd, &L);
+	reap(r); /* hpr_load checked the region (hpr__lazy_check_region) */
+	rc = lazy_alloc(r, fd, &L);
 	if (rc) {
 		lazy_free(L);
 		return rc;
@@ -335,7 +399,10 @@ int hpr__lazy_load(hpr_region *r, int fd, struct hpr__snap_ent **tab, uint64_t d
 	pthread_mutex_unlock(&r->lazy_mu);
 	if (changed)
 		*changed = L->ndata << r->page_shift;
-	return rc ? hpr_load_wait(r) : 0;
+	if (rc)
+		return hpr_load_wait(r);
+	hpr__lazy_go(L); /* the fill does not take the CPU from this return */
+	return 0;
 }
 
 /* ---- the rest of the library asks ---- */
@@ -378,7 +445,7 @@ int hpr__lazy_fault_range(hpr_region *r, size_t first, size_t last)
 	for (size_t i = first; i < last; i++) {
 		if (!hpr__lazy_is_data(L, i) || hpr__page_state(r, i) == HPR_PS_PRESENT)
 			continue;
-		rc = hpr__lazy_load_one(L, i, true);
+		rc = hpr__lazy_load_one(L, i, true, true);
 		if (rc) /* the load's first error, as hpr_load_wait will say */
 			return failed(L, atomic_load(&L->err) ? atomic_load(&L->err) : rc);
 	}

@@ -12,7 +12,21 @@
 #include "snapshot.h"
 
 #include <errno.h>
+#include <linux/userfaultfd.h>
 #include <stdio.h>
+
+#ifndef UFFDIO_MOVE
+/* UFFDIO_MOVE (Linux 6.8) for older uapi headers: linux/userfaultfd.h's
+ * numbers and layout */
+#define _UFFDIO_MOVE (0x05)
+#define UFFD_FEATURE_MOVE (1 << 16)
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+struct uffdio_move {
+	__u64 dst, src, len, mode;
+	__s64 move;
+};
+#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
+#endif
 
 struct lazy_buf {
 	struct lazy_buf *next;
@@ -21,24 +35,29 @@ struct lazy_buf {
 
 struct hpr__lazy {
 	hpr_region *r;
-	int fd;		   /* the caller's snapshot fd, duplicated */
-	int uffd;	   /* open until lazy_free (-1: none, or a forked child's) */
-	int evfd;	   /* wakes hpr-uffd: an error, a cancel, the fill's end */
-	bool minor;	   /* shmem: page cache through fd, UFFDIO_CONTINUE */
-	bool unregistered; /* by the thread that ends the load */
+	int fd;		       /* the caller's snapshot fd, duplicated */
+	int uffd;	       /* open until lazy_free (-1: none, or a forked child's) */
+	int evfd;	       /* wakes hpr-uffd: an error, a cancel, the fill's end */
+	bool minor;	       /* shmem: page cache through fd, UFFDIO_CONTINUE */
+	bool move;	       /* THP: UFFDIO_MOVE offered (Linux 6.8) */
+	_Atomic bool move_off; /* ... but refused: UFFDIO_COPY from now on */
+	bool unregistered;     /* by the thread that ends the load */
 	uint64_t data_off;
 	struct hpr__snap_ent *tab;
 	size_t ndata;
 	_Atomic size_t loaded, demanded; /* pages */
+	_Atomic size_t moved, copied;	 /* THP pages mapped by UFFDIO_MOVE / _COPY */
+	_Atomic unsigned pending;	 /* faults hpr-uffd is serving: the fill waits */
 	_Atomic int err;
 	_Atomic bool fill_done; /* the fill job has ended */
 	_Atomic bool ended;	/* result is final; the region is unregistered */
 	int result;
 	char msg[HPR__ERR_MSG];
 
-	pthread_mutex_t mu; /* queue, buffers, msg */
-	size_t *q, qhead, qn;
-	uint8_t *queued;
+	pthread_mutex_t mu;  /* buffers, msg, go, fill_waits */
+	pthread_cond_t cv;   /* go; pending back to 0 */
+	bool go;	     /* hpr_load has returned: the fill may start */
+	unsigned fill_waits; /* fill threads waiting for pending to drop */
 	struct lazy_buf *bufs;
 	void *zero; /* page_size bytes of zeros, read-only */
 
@@ -102,8 +121,11 @@ void hpr__lazy_kick(struct hpr__lazy *L);
 int hpr__lazy_fail(struct hpr__lazy *L, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* load saved page idx exactly once, whoever asks (demand: a thread
- * touched it or faulted it in); 0 or the load's error */
-int hpr__lazy_load_one(struct hpr__lazy *L, size_t idx, bool demand);
+ * touched it or faulted it in; wait: for a page someone else is loading,
+ * until it is mapped); 0 or the load's error */
+int hpr__lazy_load_one(struct hpr__lazy *L, size_t idx, bool demand, bool wait);
+/* the fill may start (hpr_load returns, or gives up) */
+void hpr__lazy_go(struct hpr__lazy *L);
 /* the threads: hpr-uffd (reads the userfaultfd, ends the load) and
  * hpr-lazyfill (runs the fill job on the region's workers) */
 void *hpr__lazy_handler(void *arg);

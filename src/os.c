@@ -47,6 +47,7 @@ struct pm_scan_arg {
 };
 #define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
 #define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_SWAPPED (1 << 4)
 #define PAGE_IS_PFNZERO (1 << 5)
 #define PAGE_IS_HUGE (1 << 6)
 #endif
@@ -473,6 +474,24 @@ static int os_pagemap_count(int fd, uintptr_t lo, uintptr_t hi, uint64_t *presen
 	return 0;
 }
 
+static int os_pagemap_any(int fd, uintptr_t lo, uintptr_t hi)
+{
+	struct page_region v;
+	struct pm_scan_arg a = {
+		.size = sizeof(a),
+		.start = lo,
+		.end = hi,
+		.vec = (uintptr_t)&v,
+		.vec_len = 1,
+		.max_pages = 1,
+		.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+		.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+	};
+	long n = ioctl(fd, PAGEMAP_SCAN, &a);
+
+	return n < 0 ? -errno : n > 0;
+}
+
 static int os_psi_trigger(int fd, const char *trigger)
 {
 	return write(fd, trigger, strlen(trigger) + 1) < 0 ? -errno : 0;
@@ -589,6 +608,7 @@ const struct hpr_os_ops hpr__os_real = {
 	.any_resident = os_any_resident,
 	.pagemap_open = os_pagemap_open,
 	.pagemap_count = os_pagemap_count,
+	.pagemap_any = os_pagemap_any,
 	.psi_trigger = os_psi_trigger,
 	.pread_full = os_pread_full,
 	.pwrite_full = os_pwrite_full,

@@ -122,6 +122,9 @@ struct hpr_os_ops {
 	/* bytes of [lo, hi) present (not the zero page) and, of those,
 	 * PMD-mapped or hugetlb, by PAGEMAP_SCAN on a pagemap_open fd */
 	int (*pagemap_count)(int fd, uintptr_t lo, uintptr_t hi, uint64_t *present, uint64_t *huge);
+	/* is any page of [lo, hi) present (the zero page too) or swapped,
+	 * by one PAGEMAP_SCAN on a pagemap_open fd: 1 yes, 0 no, -errno */
+	int (*pagemap_any)(int fd, uintptr_t lo, uintptr_t hi);
 	/* arm a PSI trigger ("some <stall us> <window us>") on an open
 	 * pressure file (O_RDWR | O_NONBLOCK); it fires POLLPRI */
 	int (*psi_trigger)(int fd, const char *trigger);

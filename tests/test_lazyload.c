@@ -7,10 +7,13 @@
  * saved page and a file truncated during the load (the toucher of a bad
  * page gets SIGSEGV, never other bytes; the region is empty after
  * hpr_load_wait); cancel; destroy and fork during the load; the eager
- * fallback without userfaultfd. Residency and huge mappings from smaps.
+ * fallback without userfaultfd; the refusal of a region that is not
+ * empty (PAGEMAP_SCAN, and mincore forced); a snapshot with every page
+ * saved (the extents shortcut); THP by UFFDIO_MOVE and its fallbacks,
+ * forced. Residency and huge mappings from smaps.
  */
 #include "common.h"
-#include "lazyload.h" /* the demand queue, for demand_first */
+#include "lazyload.h" /* the load's counters (demanded, moved, copied) */
 #include "os.h"
 #include "snapshot.h"
 
@@ -367,22 +370,19 @@ START_TEST(lazy_hugetlb)
 }
 END_TEST
 
-/* A fault on the load's demand queue, or a page loaded from it (a worker
- * not yet at the gate took it). */
+/* A page loaded on demand: hpr-uffd serves a fault itself, whatever the
+ * fill is doing (here: waiting at the gate). */
 static void wait_demand(hpr_region *r)
 {
 	struct hpr__lazy *L = atomic_load(&r->lazy);
-	size_t qn = 0, demanded = 0;
+	size_t demanded = 0;
 
-	for (int i = 0; i < 10000 && !qn && !demanded; i++) {
-		pthread_mutex_lock(&L->mu);
-		qn = L->qn;
-		pthread_mutex_unlock(&L->mu);
+	for (int i = 0; i < 10000 && !demanded; i++) {
 		demanded = atomic_load(&L->demanded);
-		if (!qn && !demanded)
+		if (!demanded)
 			usleep(1000);
 	}
-	ck_assert_msg(qn || demanded, "no fault reached the demand queue in 10 s");
+	ck_assert_msg(demanded, "no fault was served on demand in 10 s");
 }
 
 static void *touch_last(void *arg)
@@ -885,6 +885,236 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* ---- the emptiness check before a lazy load: whole-region, with the
+ * mincore fallback forced (no PAGEMAP_SCAN before 6.7) ---- */
+static int no_pagemap_any(int fd, uintptr_t lo, uintptr_t hi)
+{
+	(void)fd;
+	(void)lo;
+	(void)hi;
+	return -EOPNOTSUPP;
+}
+
+START_TEST(refusals_not_empty)
+{
+	struct hpr_os_ops ops = hpr__os_real;
+	int fd = saved();
+
+	ops.pagemap_any = no_pagemap_any;
+	for (int fallback = 0; fallback < 2; fallback++) {
+		if (fallback)
+			hpr__os_set(&ops);
+		for (int b = HPR_BACKEND_THP; b <= HPR_BACKEND_SHMEM; b++) {
+			hpr_region *r = mk((enum hpr_backend)b, NULL);
+
+			/* written without hpr_fault_in: the table knows nothing */
+			((volatile char *)hpr_base(r))[11 * PS + 4096] = 1;
+			ck_assert_int_eq(hpr_load(r, fd, HPR_SNAP_LAZY, NULL), -EBUSY);
+			ck_assert_msg(strstr(hpr_strerror(-EBUSY), "holds pages"), "%s",
+				      hpr_strerror(-EBUSY));
+			hpr_destroy(r);
+			/* read only: THP maps the zero page there, refused too */
+			r = mk((enum hpr_backend)b, NULL);
+			(void)((volatile char *)hpr_base(r))[NPAGES * PS - 1];
+			ck_assert_int_eq(hpr_load(r, fd, HPR_SNAP_LAZY, NULL), -EBUSY);
+			hpr_destroy(r);
+			/* empty: loads */
+			r = mk((enum hpr_backend)b, NULL);
+			lazy_ok(r, fd);
+			ck_assert_int_eq(hpr_load_wait(r), 0);
+			for (size_t p = 0; p < NPAGES; p++)
+				ck_assert_uint_eq(page_bad(hpr_base(r), p), (size_t)-1);
+			hpr_destroy(r);
+		}
+	}
+	hpr__os_set(NULL);
+	close(fd);
+}
+END_TEST
+
+/* ---- a snapshot with every page saved: its file has no hole, and
+ * hpr_load skips the per-page extents check ---- */
+static uint64_t full_pattern(size_t p, size_t k)
+{
+	return pattern(p, k) ^ 0x5a5a;
+}
+
+static int saved_full(void)
+{
+	static const char *dir;
+	hpr_region *s = t_region(HPR_BACKEND_SHMEM, NULL, NPAGES * PS, 0, HPR_F_FALLBACK);
+	uint64_t *w = hpr_base(s);
+	int fd, rc;
+
+	if (!dir)
+		dir = t_mount_tmpfs("size=256m");
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	ck_assert_msg(fd >= 0, "O_TMPFILE: %s", strerror(errno));
+	ck_assert_int_eq(hpr_fault_in(s, 0, NPAGES * PS), 0);
+	for (size_t p = 0; p < NPAGES; p++)
+		for (size_t k = 0; k < PS / 8; k++)
+			w[p * (PS / 8) + k] = full_pattern(p, k);
+	rc = hpr_save(s, fd, 0);
+	ck_assert_msg(rc == 0, "save: %s", hpr_strerror(rc));
+	hpr_destroy(s);
+	return fd;
+}
+
+static void check_full(hpr_region *r)
+{
+	const uint64_t *w = hpr_base(r);
+
+	for (size_t p = 0; p < NPAGES; p++)
+		for (size_t k = 0; k < PS / 8; k += t_quick() ? 16 : 1)
+			ck_assert_msg(w[p * (PS / 8) + k] == full_pattern(p, k),
+				      "page %zu word %zu differs", p, k);
+}
+
+START_TEST(full_snapshot)
+{
+	int fd = saved_full(), rc;
+	off_t end = lseek(fd, 0, SEEK_END), pg5 = end - (off_t)(NPAGES - 5) * (off_t)PS;
+	struct stat st;
+
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	/* the shortcut: more blocks than the pages but one, after the table */
+	ck_assert_int_gt((off_t)st.st_blocks * 512, file_page(NPAGES - 1));
+	for (int b = HPR_BACKEND_THP; b <= HPR_BACKEND_SHMEM; b++) {
+		hpr_region *r = mk((enum hpr_backend)b, NULL);
+		size_t changed = 0;
+
+		rc = hpr_load(r, fd, HPR_SNAP_LAZY, &changed);
+		ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
+		ck_assert_uint_eq(changed, NPAGES * PS);
+		ck_assert_int_eq(hpr_load_wait(r), 0);
+		check_full(r);
+		hpr_destroy(r);
+	}
+	/* page 5 punched: the file has a hole, the extents check finds it */
+	ck_assert_int_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, pg5, PS), 0);
+	{
+		hpr_region *r = mk(HPR_BACKEND_THP, NULL);
+
+		rc = hpr_load(r, fd, HPR_SNAP_LAZY, NULL);
+		ck_assert_msg(rc == -EBADMSG && strstr(hpr_strerror(rc), "punched"), "%d %s", rc,
+			      hpr_strerror(rc));
+		hpr_destroy(r);
+	}
+	/* ...and blocks allocated past the end hide the hole from the
+	 * shortcut: the page's checksum fails the load */
+	ck_assert_int_eq(fallocate(fd, FALLOC_FL_KEEP_SIZE, end, 2 * PS), 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_gt((off_t)st.st_blocks * 512, file_page(NPAGES - 1));
+	{
+		hpr_region *r = mk(HPR_BACKEND_SHMEM, NULL);
+
+		rc = hpr_load(r, fd, HPR_SNAP_LAZY, NULL);
+		ck_assert_msg(rc == 0, "%s", hpr_strerror(rc));
+		rc = hpr_load_wait(r);
+		ck_assert_msg(rc == -EBADMSG && strstr(hpr_strerror(rc), "checksum"), "%d %s", rc,
+			      hpr_strerror(rc));
+		ck_assert_uint_eq(resident(r), 0);
+		hpr_destroy(r);
+	}
+	close(fd);
+}
+END_TEST
+
+/* ---- THP: UFFDIO_MOVE of whole huge pages, and its fallbacks (no
+ * UFFDIO_MOVE before 6.8: forced here) ---- */
+static struct hpr_os_ops move_ops;
+static _Atomic int move_mode; /* 1: MOVE -ENOTTY; 2: API with MOVE -EINVAL; 3: MOVE -EBUSY once */
+static _Atomic unsigned move_calls;
+
+static int move_ioctl(int fd, unsigned long req, void *arg)
+{
+	int mode = atomic_load(&move_mode);
+
+	if (req == UFFDIO_MOVE) {
+		unsigned n = atomic_fetch_add(&move_calls, 1);
+
+		if (mode == 1)
+			return -ENOTTY;
+		if (mode == 3 && n == 1)
+			return -EBUSY;
+	}
+	if (req == UFFDIO_API && mode == 2 &&
+	    (((struct uffdio_api *)arg)->features & UFFD_FEATURE_MOVE))
+		return -EINVAL;
+	return hpr__os_real.ioctl(fd, req, arg);
+}
+
+static void thp_move(int mode)
+{
+	int fd = saved(), rc;
+	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
+	struct touch t[NTOUCH];
+	struct hpr__lazy *L;
+	bool has_move;
+
+	move_ops = hpr__os_real;
+	move_ops.ioctl = move_ioctl;
+	move_ops.pread_full = slow_pread_full; /* the touchers run during the fill */
+	slow_us = 3000;
+	atomic_store(&move_mode, mode);
+	atomic_store(&move_calls, 0);
+	hpr__os_set(&move_ops);
+	lazy_ok(r, fd);
+	L = atomic_load(&r->lazy);
+	has_move = L->move;
+	touch_all(r, t);
+	for (unsigned i = 0; i < ntouch(); i++) {
+		ck_assert_msg(t[i].bad_page == (size_t)-1, "toucher %u: page %zu word %zu wrong", i,
+			      t[i].bad_page, t[i].bad_word);
+		ck_assert_uint_eq(t[i].segv, 0);
+	}
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
+	hpr__os_set(NULL);
+	check_done(r, true);
+	if (mode == 2)
+		ck_assert_msg(!has_move, "UFFDIO_MOVE in use though UFFDIO_API refused it");
+	if (!has_move || mode == 1 || mode == 2) {
+		ck_assert_uint_eq(atomic_load(&L->moved), 0);
+		ck_assert_uint_eq(atomic_load(&L->copied), NDATA);
+	} else if (mode == 3) {
+		ck_assert_uint_eq(atomic_load(&L->moved), NDATA - 1);
+		ck_assert_uint_eq(atomic_load(&L->copied), 1);
+		ck_assert(!atomic_load(&L->move_off)); /* one page's refusal only */
+	} else {
+		ck_assert_uint_eq(atomic_load(&L->moved), NDATA);
+		ck_assert_uint_eq(atomic_load(&L->copied), 0);
+	}
+	if (mode == 1 && has_move)
+		ck_assert(atomic_load(&L->move_off));
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	close(fd);
+}
+
+START_TEST(thp_move_whole)
+{
+	thp_move(0);
+}
+END_TEST
+
+START_TEST(thp_move_enotty)
+{
+	thp_move(1);
+}
+END_TEST
+
+START_TEST(thp_move_no_feature)
+{
+	thp_move(2);
+}
+END_TEST
+
+START_TEST(thp_move_busy_once)
+{
+	thp_move(3);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lazyload");
@@ -909,6 +1139,12 @@ static Suite *suite(void)
 	tcase_add_test(life, fallback_no_uffd);
 	tcase_add_test(life, refusals);
 	tcase_add_test(life, late_fault_at_end);
+	tcase_add_test(life, refusals_not_empty);
+	tcase_add_test(be, full_snapshot);
+	tcase_add_test(be, thp_move_whole);
+	tcase_add_test(be, thp_move_enotty);
+	tcase_add_test(be, thp_move_no_feature);
+	tcase_add_test(be, thp_move_busy_once);
 	/* the only case that changes the system: the pool, under the lock */
 	tcase_add_unchecked_fixture(ht, t_system_lock_begin, t_system_lock_end);
 	tcase_add_test(ht, lazy_hugetlb);
