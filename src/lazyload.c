@@ -58,6 +58,7 @@
  */
 #define _GNU_SOURCE
 #include "lazyload.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -254,7 +255,11 @@ static int lazy_alloc(hpr_region *r, int fd, struct hpr__lazy **out)
  * each page? 1 yes, 0 no, -errno: cannot tell this way.
  *  - The file of a shmem or hugetlb region (shared: the page cache is the
  *    memory): its st_blocks, which both filesystems keep (SEEK_DATA is no
- *    help: hugetlbfs says all of a file is data).
+ *    help: hugetlbfs says all of a file is data), less the stamp of a new
+ *    kept region (HPR_F_ATTACH), which lives in the file past the region's
+ *    end (stamp.h): a 4 KiB page on tmpfs, a huge page on hugetlbfs. Without
+ *    that, a lazy load into a freshly made kept region was refused as "holds
+ *    pages" (cassandra-like's --restart --cache-image).
  *  - The mapping: PAGEMAP_SCAN (Linux 6.7) for one present or swapped
  *    page, which walks only the page tables there are.
  * mincore over the range (one byte a 4 KiB page, and for a file mapping
@@ -269,7 +274,8 @@ static int region_resident(hpr_region *r)
 	if (r->fd >= 0) {
 		if (hpr__os->fstat(r->fd, &st))
 			return hpr__os->any_resident(r->base, r->size);
-		return st.st_blocks != 0; /* a MAP_SHARED mapping of it (backend.c) */
+		/* a MAP_SHARED mapping of it (backend.c) */
+		return (uint64_t)st.st_blocks * 512 > hpr__stamp_len(r);
 	}
 	rc = hpr__pagemap_any((uintptr_t)r->base, (uintptr_t)r->base + r->size);
 	return rc >= 0 ? rc : hpr__os->any_resident(r->base, r->size);

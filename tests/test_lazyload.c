@@ -309,16 +309,12 @@ static void check_done(hpr_region *r, bool holes_touched)
 	ck_assert_uint_ge(st.huge_mapped, NDATA * PS);
 }
 
-/* The whole path on backend b: load, touchers while it fills, wait. */
-static void lazy_backend(enum hpr_backend b, const char *path)
+/* Touchers in random order while the fill runs, then the end: every byte
+ * they read right, no SIGSEGV, hpr_load_wait 0, the region complete. */
+static void touched_then_done(hpr_region *r, struct touch *t)
 {
-	int fd = saved(), rc;
-	hpr_region *r = mk(b, path);
-	struct touch t[NTOUCH];
+	int rc;
 
-	slow_begin(3000); /* the touchers run while the fill does */
-	lazy_ok(r, fd);
-	close(fd); /* the load holds its own descriptor */
 	touch_all(r, t);
 	for (unsigned i = 0; i < ntouch(); i++) {
 		ck_assert_msg(t[i].bad_page == (size_t)-1, "toucher %u: page %zu word %zu wrong", i,
@@ -329,6 +325,19 @@ static void lazy_backend(enum hpr_backend b, const char *path)
 	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
 	hpr__os_set(NULL);
 	check_done(r, true);
+}
+
+/* The whole path on backend b: load, touchers while it fills, wait. */
+static void lazy_backend(enum hpr_backend b, const char *path)
+{
+	int fd = saved();
+	hpr_region *r = mk(b, path);
+	struct touch t[NTOUCH];
+
+	slow_begin(3000); /* the touchers run while the fill does */
+	lazy_ok(r, fd);
+	close(fd); /* the load holds its own descriptor */
+	touched_then_done(r, t);
 	ck_assert_int_eq(hpr_destroy(r), 0);
 }
 
@@ -347,6 +356,44 @@ END_TEST
 START_TEST(lazy_shmem_tmpfs)
 {
 	lazy_backend(HPR_BACKEND_SHMEM, t_mount_tmpfs("huge=always,size=64m"));
+}
+END_TEST
+
+/* A kept region made new (HPR_F_ATTACH, nothing to attach to) is empty
+ * though its file holds the stamp past the region's end: a lazy load into
+ * it runs, and the next process attaches to what it loaded. */
+static hpr_region *kept(const char *dir)
+{
+	struct hpr_config c;
+	hpr_region *r = NULL;
+	int rc;
+
+	t_config(&c, HPR_BACKEND_SHMEM, dir, NPAGES * PS, 2, HPR_F_ATTACH | HPR_F_SHARED);
+	c.name = "kept";
+	rc = hpr_create(&c, &r);
+	ck_assert_msg(rc == 0, "create the kept region: %s", hpr_strerror(rc));
+	return r;
+}
+
+START_TEST(lazy_kept_new)
+{
+	const char *dir = t_mount_tmpfs("huge=always,size=64m");
+	hpr_region *r = kept(dir);
+	int fd = saved(), rc;
+
+	ck_assert(!hpr_attached(r));
+	lazy_ok(r, fd);
+	close(fd);
+	rc = hpr_load_wait(r);
+	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
+	check_done(r, false);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	/* kept: attached again, with the loaded bytes */
+	r = kept(dir);
+	ck_assert(hpr_attached(r));
+	for (size_t i = 0; i < NPAGES; i++)
+		ck_assert_msg(page_bad(hpr_base(r), i) == (size_t)-1, "page %zu differs", i);
+	ck_assert_int_eq(hpr_destroy(r), 0);
 }
 END_TEST
 
@@ -1046,7 +1093,7 @@ static int move_ioctl(int fd, unsigned long req, void *arg)
 
 static void thp_move(int mode)
 {
-	int fd = saved(), rc;
+	int fd = saved();
 	hpr_region *r = mk(HPR_BACKEND_THP, NULL);
 	struct touch t[NTOUCH];
 	struct hpr__lazy *L;
@@ -1062,16 +1109,7 @@ static void thp_move(int mode)
 	lazy_ok(r, fd);
 	L = atomic_load(&r->lazy);
 	has_move = L->move;
-	touch_all(r, t);
-	for (unsigned i = 0; i < ntouch(); i++) {
-		ck_assert_msg(t[i].bad_page == (size_t)-1, "toucher %u: page %zu word %zu wrong", i,
-			      t[i].bad_page, t[i].bad_word);
-		ck_assert_uint_eq(t[i].segv, 0);
-	}
-	rc = hpr_load_wait(r);
-	ck_assert_msg(rc == 0, "wait: %s", hpr_strerror(rc));
-	hpr__os_set(NULL);
-	check_done(r, true);
+	touched_then_done(r, t);
 	if (mode == 2)
 		ck_assert_msg(!has_move, "UFFDIO_MOVE in use though UFFDIO_API refused it");
 	if (!has_move || mode == 1 || mode == 2) {
@@ -1124,6 +1162,7 @@ static Suite *suite(void)
 	tcase_add_test(be, lazy_thp);
 	tcase_add_test(be, lazy_shmem_memfd);
 	tcase_add_test(be, lazy_shmem_tmpfs);
+	tcase_add_test(be, lazy_kept_new);
 	tcase_add_test(be, demand_first_thp);
 	tcase_add_test(be, demand_first_shmem);
 	tcase_add_test(err, corrupt_first_thp);
