@@ -93,6 +93,9 @@ hpr_region *t_region(enum hpr_backend b, const char *path, size_t size, unsigned
 /* Write a sysfs/procfs file; the old content (or bracketed mode) comes back
  * at exit. Returns 0 or -errno. */
 int t_sysfs_set(const char *path, const char *val);
+/* Write val to dir/file once (a cgroup's control file, say), nothing put
+ * back. Returns 0 or -errno (the write's: a controller refusing the value). */
+int t_write_at(const char *dir, const char *file, const char *val);
 /* Kernel's view of [addr, addr+len): sums of VMAs overlapping it. */
 int t_smaps(const void *addr, size_t len, struct t_smaps *out);
 /* Lines in /proc/self/maps (to prove nothing was left mapped). Compare

@@ -40,22 +40,6 @@ static bool file_has_word(const char *path, const char *w)
 	return yes;
 }
 
-static int put(const char *dir, const char *file, const char *val)
-{
-	char p[1000];
-	FILE *f;
-	int rc;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	f = fopen(p, "we");
-	if (!f)
-		return -errno;
-	rc = fputs(val, f) < 0 ? -EIO : 0;
-	if (fclose(f))
-		rc = -errno;
-	return rc;
-}
-
 /* Our cgroup's path in the hierarchy with hugetlb (v2: "", v1: "hugetlb"). */
 static bool self_path(bool v2, char *out, size_t len)
 {
@@ -130,7 +114,7 @@ static bool join_limited(size_t limit)
 	snprintf(cg.dir, sizeof(cg.dir), "%s/hpr-test-%d", cg.parent, (int)getpid());
 	snprintf(ctl, sizeof(ctl), "%s/cgroup.subtree_control", cg.parent);
 	if (cg.v2 && !file_has_word(ctl, "hugetlb")) {
-		int rc = put(cg.parent, "cgroup.subtree_control", "+hugetlb");
+		int rc = t_write_at(cg.parent, "cgroup.subtree_control", "+hugetlb");
 
 		if (rc) {
 			t_unavailable(T_CAP_HUGETLB_CG, "cannot enable hugetlb in %s: %s", ctl,
@@ -141,10 +125,10 @@ static bool join_limited(size_t limit)
 	}
 	ck_assert_msg(!mkdir(cg.dir, 0755), "mkdir %s: %s", cg.dir, strerror(errno));
 	snprintf(v, sizeof(v), "%zu", limit);
-	ck_assert_int_eq(put(cg.dir, cg.v2 ? "hugetlb.2MB.max" : "hugetlb.2MB.limit_in_bytes", v),
-			 0);
+	ck_assert_int_eq(
+		t_write_at(cg.dir, cg.v2 ? "hugetlb.2MB.max" : "hugetlb.2MB.limit_in_bytes", v), 0);
 	snprintf(v, sizeof(v), "%d", (int)getpid());
-	ck_assert_int_eq(put(cg.dir, "cgroup.procs", v), 0);
+	ck_assert_int_eq(t_write_at(cg.dir, "cgroup.procs", v), 0);
 	hpr__probe_reset(); /* the library finds its cgroup again */
 	printf("hugetlb cgroup v%d: %s\n", cg.v2 ? 2 : 1, cg.dir);
 	return true;
@@ -155,10 +139,10 @@ static void leave(void)
 	char v[32];
 
 	snprintf(v, sizeof(v), "%d", (int)getpid());
-	ck_assert_int_eq(put(cg.parent, "cgroup.procs", v), 0);
+	ck_assert_int_eq(t_write_at(cg.parent, "cgroup.procs", v), 0);
 	ck_assert_msg(!rmdir(cg.dir), "rmdir %s: %s", cg.dir, strerror(errno));
 	if (cg.enabled_here)
-		put(cg.parent, "cgroup.subtree_control", "-hugetlb");
+		t_write_at(cg.parent, "cgroup.subtree_control", "-hugetlb");
 	hpr__probe_reset();
 }
 

@@ -440,21 +440,6 @@ END_TEST
 static char cg_dir[512];
 static bool cg_v2;
 
-static int write_str(const char *dir, const char *file, const char *val)
-{
-	char p[640];
-	int fd, rc = 0;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	fd = open(p, O_WRONLY);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 /* Our cgroup's path in the hierarchy of controller (v1) or "" (v2). */
 static bool own_cgroup(const char *controller, char *out, size_t len)
 {
@@ -499,7 +484,7 @@ static void cg_make(size_t limit)
 		   own_cgroup(NULL, path, sizeof(path))) {
 		snprintf(base, sizeof(base), "/sys/fs/cgroup%s", path);
 		cg_v2 = true;
-		write_str(base, "cgroup.subtree_control", "+memory");
+		t_write_at(base, "cgroup.subtree_control", "+memory");
 	} else {
 		t_skip("memcg: no memory controller (cgroup v1 /sys/fs/cgroup/memory or v2 "
 		       "/sys/fs/cgroup)");
@@ -507,16 +492,16 @@ static void cg_make(size_t limit)
 	snprintf(cg_dir, sizeof(cg_dir), "%s/hpr-pool-test-%d", base, (int)getpid());
 	if (mkdir(cg_dir, 0755))
 		t_skip("memcg: cannot make %s: %s", cg_dir, strerror(errno));
-	if (write_str(cg_dir, cg_v2 ? "memory.max" : "memory.limit_in_bytes", v)) {
+	if (t_write_at(cg_dir, cg_v2 ? "memory.max" : "memory.limit_in_bytes", v)) {
 		rmdir(cg_dir);
 		t_skip("memcg: cannot set the limit in %s (v2: is memory enabled in the "
 		       "parent's cgroup.subtree_control?)",
 		       cg_dir);
 	}
 	if (cg_v2)
-		write_str(cg_dir, "memory.swap.max", "0");
+		t_write_at(cg_dir, "memory.swap.max", "0");
 	else
-		write_str(cg_dir, "memory.swappiness", "0");
+		t_write_at(cg_dir, "memory.swappiness", "0");
 }
 
 static void cg_remove(void)
@@ -535,7 +520,7 @@ static int cg_child(bool pooled, size_t sz)
 	char *p;
 
 	snprintf(me, sizeof(me), "%d", (int)getpid());
-	if (write_str(cg_dir, "cgroup.procs", me))
+	if (t_write_at(cg_dir, "cgroup.procs", me))
 		return 10;
 	if (pooled && hpr_pool_configure(sz, 0))
 		return 11;

@@ -47,7 +47,6 @@ int sk_count_fds(bool list)
 	return n;
 }
 
-
 int sk_count_mounts(void)
 {
 	return t_count_lines("/proc/self/mountinfo");
@@ -166,21 +165,6 @@ int sk_system_teardown(const struct sk_opts *o)
 	return bad;
 }
 
-static int write_str(const char *dir, const char *file, const char *val)
-{
-	char p[512];
-	int fd, rc = 0;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	fd = open(p, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 /* Our own memory cgroup (v1): the "N:memory:/path" line. */
 static int own_memcg(char *out, size_t len)
 {
@@ -215,9 +199,9 @@ int sk_cgroup_create(char *dir, size_t len, size_t limit)
 	if (mkdir(dir, 0755))
 		return -errno;
 	snprintf(v, sizeof(v), "%zu", limit);
-	rc = write_str(dir, "memory.limit_in_bytes", v);
+	rc = t_write_at(dir, "memory.limit_in_bytes", v);
 	if (!rc)
-		rc = write_str(dir, "memory.oom_control", "1");
+		rc = t_write_at(dir, "memory.oom_control", "1");
 	if (rc)
 		rmdir(dir);
 	return rc;
@@ -228,7 +212,7 @@ int sk_cgroup_join(const char *dir)
 	char v[32];
 
 	snprintf(v, sizeof(v), "%d", (int)getpid());
-	return write_str(dir, "cgroup.procs", v);
+	return t_write_at(dir, "cgroup.procs", v);
 }
 
 bool sk_cgroup_unstick(const char *dir)
@@ -244,7 +228,7 @@ bool sk_cgroup_unstick(const char *dir)
 			under = true;
 	if (f)
 		fclose(f);
-	write_str(dir, "memory.limit_in_bytes", "-1");
+	t_write_at(dir, "memory.limit_in_bytes", "-1");
 	return under;
 }
 
