@@ -143,8 +143,8 @@ END_TEST
  * VM matrix's guests): there, without the write-fault, it failed with
  * "pages stayed busy for a second of retries". The range stays
  * MADV_NOHUGEPAGE until the fork is done: a forked test process is new to
- * khugepaged, which scans it at once and collapsed the range before the
- * fork in 4 of 12 runs when the range was made MADV_HUGEPAGE earlier. */
+ * khugepaged, which scans it at once, and collapsed the range ahead of the
+ * test in 3 of 24 runs when it was made MADV_HUGEPAGE before the fork. */
 START_TEST(thp_collapse_after_fork)
 {
 	size_t size = 8 * MiB, got = 0;
