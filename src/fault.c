@@ -228,7 +228,7 @@ static int populate_span(hpr_region *r, size_t off, size_t len);
  * them, long after the child copied or dropped its share. Traced on 6.1 in
  * test_conc_fork fork_during_churn_thp: a churn thread's check of a page
  * that came back as base pages saw no_writable_page for the whole second
- * of its retries (5 runs of 4 failed on the background-collapse branch,
+ * of its retries (2 runs of 4 failed on the background-collapse branch,
  * where pages stay in base pages longer and so come back small more
  * often). The cure is the write the kernel waits for: MADV_POPULATE_WRITE
  * write-faults every read-only PTE of the page, which makes a page nobody

@@ -162,16 +162,9 @@ static void restore_and_die(int sig)
 int t_write_at(const char *dir, const char *file, const char *val)
 {
 	char p[1024];
-	int fd, rc = 0;
 
 	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	fd = open(p, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
+	return write_file(p, val);
 }
 
 int t_sysfs_set(const char *path, const char *val)
