@@ -6,6 +6,7 @@
  */
 #include "internal.h"
 #include "lazyload.h"
+#include "rpool.h"
 
 /* A public call's start: its range checked and widened to pages. */
 static int call_range(hpr_region *r, size_t off, size_t len, size_t *first, size_t *last)
@@ -32,7 +33,13 @@ int hpr_fault_in(hpr_region *r, size_t off, size_t len)
 	 * faults wait for it): it looks at these two (collapse.c) */
 	atomic_fetch_add(&r->faulting, 1);
 	atomic_store_explicit(&r->fault_ns, hpr__now_ns(), memory_order_relaxed);
-	rc = hpr__run(r, &hpr__fault_ops, NULL, first, last);
+	/* what the recycled pool holds is moved in on this thread first
+	 * (fault.c hpr__fault_from_pool: parallel moves only queue for the
+	 * mmap lock); the workers populate the rest */
+	if (hpr__rpool_has_clean() && hpr__rpool_region_ok(r) &&
+	    hpr__fault_from_pool(r, first, last))
+		first = hpr__fault_ops.pending(r, first, last);
+	rc = first == last ? 0 : hpr__run(r, &hpr__fault_ops, NULL, first, last);
 	atomic_store_explicit(&r->fault_ns, hpr__now_ns(), memory_order_relaxed);
 	atomic_fetch_sub(&r->faulting, 1);
 	return rc;

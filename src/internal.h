@@ -231,6 +231,9 @@ bool hpr__collapse_idle(hpr_region *r);
 /* ---- fault.c ---- */
 /* The fault-in job: runs of pages, one populate per run (faultin.c). */
 extern const struct hpr__job_ops hpr__fault_ops;
+/* Move the recycled pool's zeroed pages into the ABSENT pages of [first,
+ * last) on the calling thread; returns how many pages it filled. */
+size_t hpr__fault_from_pool(hpr_region *r, size_t first, size_t last);
 /* Fault one huge page in (exactly once across threads). */
 int hpr__fault_page(hpr_region *r, size_t idx);
 /* MADV_COLLAPSE of the huge page at a, retried while the kernel says

@@ -348,6 +348,66 @@ START_TEST(pool_concurrent_churn)
 }
 END_TEST
 
+/* hpr_fault_in moves the pool's pages in on its own thread before the
+ * workers populate the rest (fault.c hpr__fault_from_pool): callers of
+ * overlapping ranges at once, on a region larger than the pool holds,
+ * share the pages out without waiting on each other's claims; each page
+ * comes from the pool or from the kernel, and all are zeros and huge. */
+struct handoff {
+	hpr_region *r;
+	size_t off, len;
+	_Atomic int *go;
+	int rc;
+};
+
+static void *handoff_main(void *a)
+{
+	struct handoff *h = a;
+
+	while (!atomic_load(h->go))
+		;
+	h->rc = hpr_fault_in(h->r, h->off, h->len);
+	return NULL;
+}
+
+START_TEST(pool_handoff_concurrent_callers)
+{
+	size_t pooled = 64 * MiB, sz = pooled + 32 * MiB;
+	struct handoff h[4];
+	pthread_t th[4];
+	_Atomic int go = 0;
+	struct hpr_pool_stats s0, s;
+	hpr_region *r;
+
+	need_pool();
+	ck_assert_int_eq(hpr_pool_configure(pooled, 0), 0);
+	r = t_region(HPR_BACKEND_THP, NULL, pooled, 0, HPR_F_PREFAULT);
+	memset(hpr_base(r), 0x5a, pooled);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	wait_clean(pooled);
+	s0 = pst();
+	r = t_region(HPR_BACKEND_THP, NULL, sz, 2, 0);
+	/* the whole region, its two halves, and one page in the middle */
+	h[0] = (struct handoff){ .r = r, .off = 0, .len = sz, .go = &go };
+	h[1] = (struct handoff){ .r = r, .off = sz / 2, .len = sz / 2, .go = &go };
+	h[2] = (struct handoff){ .r = r, .off = 0, .len = sz / 2, .go = &go };
+	h[3] = (struct handoff){ .r = r, .off = sz / 2 - 2 * MiB, .len = 2 * MiB, .go = &go };
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, handoff_main, &h[i]), 0);
+	atomic_store(&go, 1);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		ck_assert_msg(h[i].rc == 0, "caller %d: %s", i, hpr_strerror(h[i].rc));
+	}
+	s = pst();
+	ck_assert_uint_eq(s.handed_bytes - s0.handed_bytes, pooled);
+	ck_assert_uint_eq(s.bytes, 0);
+	check_zero_huge(r, "a region filled from the pool by four callers at once");
+	ck_assert_int_eq(hpr_destroy(r), 0);
+	ck_assert_int_eq(hpr_pool_configure(0, 0), 0);
+}
+END_TEST
+
 static _Atomic bool stats_stop;
 
 static void *stats_main(void *a)
@@ -616,6 +676,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, pool_limit_and_off);
 	tcase_add_test(tc, pool_not_for_shmem);
 	tcase_add_test(tc, pool_concurrent_churn);
+	tcase_add_test(tc, pool_handoff_concurrent_callers);
 	suite_add_tcase(s, tc);
 	tc = locked_tcase("fork");
 	tcase_add_test(tc, pool_fork);
