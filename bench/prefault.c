@@ -35,7 +35,14 @@
  * bench mounts its tmpfs/hugetlbfs in a private mount namespace, and sets
  * the hugetlb pool under the system lock (HPR_SYSTEM_LOCK), restoring it at exit.
  *
- *   prefault [--quick] [--pool] [--size MiB] [--reps N] [--workers N] [--json FILE]
+ *   prefault [--quick] [--pool | --sweep] [--size MiB] [--reps N] [--workers N]
+ *            [--json FILE]
+ *
+ * --sweep (#19 item 4) times the ready time against the region's size: THP,
+ * from 64 MiB doubling up to --size (the largest size, included), a fresh
+ * prefault (hpr wN), the pool's hand-off (wN) and raw populate xN side by
+ * side at each size, interleaved and rotated per rep like the rest; the
+ * table and the JSON series (bench/run plots it) give the medians.
  *
  * --pool runs THP alone, with the variants the pool's targets compare
  * (memset, raw populate x1/xN, hpr wN, pool hand-off, pool zero x1/xN), and
@@ -74,6 +81,7 @@ static char tmpfs_dir[64], htlb_dir[64];
 static FILE *jf;
 static int jheads;
 static bool pool_only;
+static bool sweep_only; /* --sweep */
 
 enum kind { K_THP, K_SHMEM, K_HUGETLB, NKINDS };
 static int nkinds = NKINDS;
@@ -800,6 +808,124 @@ static void pool_mode(void)
 	nkinds = 1; /* K_THP */
 }
 
+/*
+ * --sweep: ready time against region size (#19 item 4). Each rep runs every
+ * size, and at each size the three variants, in an order rotated per rep;
+ * the first rep is a discarded warm-up. Each variant's fill is checked
+ * against smaps like every other (huge% min).
+ */
+#define SWEEP_MAX 16
+enum { SW_FRESH, SW_POOL, SW_RAW, NSW };
+
+static int sweep(void)
+{
+	static struct variant sw[SWEEP_MAX][NSW];
+	static const char *const swname[NSW] = { "fresh prefault", "pool hand-off", "raw populate" };
+	size_t sizes[SWEEP_MAX], max = size;
+	int nsz = 0, rawn = ncpu > 1 ? ncpu : 1;
+
+	if (hpr_pool_supported(HPR_BACKEND_THP)) {
+		fprintf(stderr, "prefault --sweep: the recycled pool is not supported here: %s\n",
+			hpr_strerror(hpr_pool_supported(HPR_BACKEND_THP)));
+		return bench_no_skip() ? 1 : 77;
+	}
+	for (size_t s = 64 * MiB; s < max && nsz < SWEEP_MAX - 1; s *= 2)
+		sizes[nsz++] = s;
+	sizes[nsz++] = max;
+	for (int i = 0; i < nsz; i++) {
+		const enum vtype ty[NSW] = { V_HPR, V_POOL, V_RAWPOP };
+
+		for (int j = 0; j < NSW; j++) {
+			sw[i][j].type = ty[j];
+			sw[i][j].n = j == SW_RAW ? rawn : ncpu;
+			sw[i][j].huge_min = 101;
+			snprintf(sw[i][j].label, sizeof(sw[i][j].label), "%s", swname[j]);
+		}
+	}
+	printf("prefault --sweep: THP, %d sizes from %zu to %zu MiB, hpr w%d / pool hand-off "
+	       "w%d / raw pop x%d, %d reps + 1 warm-up rep, hpregion %s\n",
+	       nsz, sizes[0] / MiB, max / MiB, ncpu, ncpu, rawn, reps, hpr_version());
+	size = max;
+	warm();
+	for (int rep = 0; rep <= reps; rep++) {
+		for (int ii = 0; ii < nsz; ii++) {
+			int i = (ii + rep) % nsz;
+
+			for (int jj = 0; jj < NSW; jj++) {
+				struct variant *v = &sw[i][(jj + rep) % NSW];
+				double huge = 0, dt;
+
+				size = sizes[i];
+				dt = run_one(K_THP, v, &huge);
+				if (!rep)
+					continue;
+				v->t[v->nt++] = dt;
+				if (huge < v->huge_min)
+					v->huge_min = huge;
+			}
+		}
+		if (rep)
+			fprintf(stderr, "rep %d/%d done\n", rep, reps);
+	}
+	size = max;
+	printf("\n== ready time against region size (THP), seconds, median of %d reps\n", reps);
+	printf("%8s %12s %12s %12s %11s %11s %7s\n", "MiB", "fresh w", "pool w", "raw pop x",
+	       "fresh/pool", "raw/pool", "huge%");
+	for (int i = 0; i < nsz; i++) {
+		double h = 101;
+
+		for (int j = 0; j < NSW; j++)
+			h = sw[i][j].huge_min < h ? sw[i][j].huge_min : h;
+		printf("%8zu %12.5f %12.5f %12.5f %10.1fx %10.1fx %7.1f\n", sizes[i] / MiB,
+		       median(&sw[i][SW_FRESH]), median(&sw[i][SW_POOL]), median(&sw[i][SW_RAW]),
+		       paired(&sw[i][SW_FRESH], &sw[i][SW_POOL]),
+		       paired(&sw[i][SW_RAW], &sw[i][SW_POOL]), h);
+	}
+	printf("(fresh/pool, raw/pool: time ratios paired within each rep, median; target "
+	       "fresh/pool >= 10 at every size; huge%%: the least PMD-mapped share any fill "
+	       "reached, smaps)\n");
+	if (!jf)
+		return 0;
+	fprintf(jf, "{\"bench\":\"prefault-sweep\",\"max_mib\":%zu,\"reps\":%d,\"cpus\":%d,"
+		    "\"headline\":[",
+		max / MiB, reps, ncpu);
+	for (int i = 0; i < nsz; i++)
+		fprintf(jf, "%s{\"measure\":\"THP: ready time, %zu MiB%s (pool hand-off vs fresh "
+			    "prefault, >= 10x sooner)\",\"ours\":\"pool w%d %.3f ms\","
+			    "\"baseline\":\"fresh w%d %.3f ms; raw pop x%d %.3f ms\",\"ratio\":\"%.1f\"}",
+			i ? "," : "", sizes[i] / MiB, i == nsz - 1 ? ", the largest" : "", ncpu,
+			1e3 * median(&sw[i][SW_POOL]), ncpu, 1e3 * median(&sw[i][SW_FRESH]), rawn,
+			1e3 * median(&sw[i][SW_RAW]),
+			paired(&sw[i][SW_FRESH], &sw[i][SW_POOL]));
+	fprintf(jf, "],\"series\":[{\"title\":\"ready time against region size (THP, %d CPUs)\","
+		    "\"xlabel\":\"region size, MiB\",\"ylabel\":\"seconds until usable (median)\","
+		    "\"logx\":true,\"lines\":{",
+		ncpu);
+	for (int j = 0; j < NSW; j++) {
+		fprintf(jf, "%s\"%s %s%d\":[", j ? "," : "", swname[j], j == SW_RAW ? "x" : "w",
+			sw[0][j].n);
+		for (int i = 0; i < nsz; i++)
+			fprintf(jf, "%s[%zu,%.5f]", i ? "," : "", sizes[i] / MiB, median(&sw[i][j]));
+		fprintf(jf, "]");
+	}
+	fprintf(jf, "}}],\"results\":[");
+	for (int i = 0; i < nsz; i++)
+		for (int j = 0; j < NSW; j++)
+			fprintf(jf, "%s{\"mib\":%zu,\"variant\":\"%s\",\"median_s\":%.5f,"
+				    "\"huge_pct\":%.1f}",
+				i || j ? "," : "", sizes[i] / MiB, swname[j], median(&sw[i][j]),
+				sw[i][j].huge_min);
+	fprintf(jf, "]}\n");
+	fclose(jf);
+	return 0;
+}
+
+static void sweep_mode(void)
+{
+	sweep_only = true;
+	pool_mode();
+}
+
 static void quick(void)
 {
 	size = 256 * MiB;
@@ -812,6 +938,7 @@ int main(int argc, char **argv)
 	const struct bench_opt opts[] = {
 		BENCH_QUICK(quick),
 		{ "--pool", NULL, BENCH_T_CALL, NULL, pool_mode },
+		{ "--sweep", NULL, BENCH_T_CALL, NULL, sweep_mode },
 		BENCH_SIZE(&size),
 		BENCH_REPS(&reps),
 		BENCH_INT("--workers", "N", &maxw),
@@ -829,6 +956,11 @@ int main(int argc, char **argv)
 		maxw = ncpu;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	setup();
+	if (sweep_only) {
+		if (json && !(jf = fopen(json, "w")))
+			bench_die(json);
+		return sweep();
+	}
 	printf("prefault: %zu MiB per fill, %d reps + 1 warm-up rep, %d CPUs, hpregion %s\n",
 	       size / MiB, reps, ncpu, hpr_version());
 	for (int k = 0; k < nkinds && pool_only; k++) {
