@@ -455,6 +455,11 @@ static enum claim claim_page(hpr_region *r, size_t idx, bool wait, uint8_t *prev
 		return *prev == HPR_PS_COLLAPSING ? CLAIM_DONE : CLAIM_BUSY;
 	if (!t) /* present */
 		return CLAIM_DONE;
+	/* held (release_delay_ms): never given to the kernel, all there */
+	if (*prev == HPR_PS_LAZY && hpr__held_take(r, idx)) {
+		hpr__page_put(r, idx, HPR_PS_LAZY, HPR_PS_PRESENT);
+		return CLAIM_DONE;
+	}
 	if (*prev == HPR_PS_LAZY && r->backend != HPR_BACKEND_THP && !(r->flags & HPR_F_GUARD)) {
 		/* released, not reclaimed: still mapped and intact */
 		hpr__page_put(r, idx, HPR_PS_LAZY, HPR_PS_PRESENT);

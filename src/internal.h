@@ -156,6 +156,9 @@ struct hpr__pool {
 	 * and says whether more is left; a worker with no job runs it while
 	 * idle_want is set, one worker at a time */
 	bool (*idle)(hpr_region *r);
+	/* when idle work falls due without a kick (CLOCK_MONOTONIC ns; 0:
+	 * none): a worker with nothing to do sleeps until then at most */
+	uint64_t (*due)(hpr_region *r);
 	_Atomic bool idle_want; /* set by hpr__pool_kick */
 	bool idle_busy;
 	bool async_active;	/* async job submitted and not yet waited */
@@ -267,6 +270,18 @@ int hpr__discard_page(hpr_region *r, size_t idx);
  * ask_kernel: read smaps if not known yet (slow path only). */
 bool hpr__mem_locked(hpr_region *r, bool ask_kernel);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
+/* release_delay_ms. hpr__release_idle: the workers' idle work, giving the
+ * kernel the held pages whose delay is over (false: nothing more now);
+ * hpr__release_due: when the next is due (pool.due). hpr__held_take: a
+ * fault-in took LAZY page idx (FAULTING): true when it was held, which
+ * makes it PRESENT again as it is (it never left). In a forked child,
+ * hpr__release_held_child recounts the held pages after
+ * hpr__fault_table_child. */
+#define HPR__RELEASE_DELAY_MAX_MS 600000u
+bool hpr__release_idle(hpr_region *r);
+uint64_t hpr__release_due(hpr_region *r);
+bool hpr__held_take(hpr_region *r, size_t idx);
+void hpr__release_held_child(hpr_region *r);
 
 /* ---- guard.c ---- */
 /* Guard mode's mprotect of [off, off+len); a failure is recorded with
@@ -409,6 +424,13 @@ struct hpr_region {
 	struct hpr__lazyq *lazyq; /* release.c: releases in order, for reclaim */
 	size_t lazy_budget;
 	unsigned psi_stall_us;
+	/* release_delay_ms (THP): released pages not yet given to the kernel
+	 * ("held"), each with the time of its release (0: not held); the
+	 * earliest time one is due (0: none known); release.c */
+	uint64_t release_delay_ns;
+	_Atomic uint64_t *held_ns;
+	_Atomic size_t held_pages;
+	_Atomic uint64_t held_next_ns;
 	pthread_t reclaimer;
 	bool reclaimer_running;
 	_Atomic bool reclaimer_restart; /* a forked child starts it again on demand */

@@ -163,6 +163,13 @@ static int config_check(const struct hpr_config *c)
 		return rc;
 	if ((c->flags & HPR__F_ATTACHING) && (rc = attach_check(c)))
 		return rc;
+	if (c->release_delay_ms > HPR__RELEASE_DELAY_MAX_MS)
+		return hpr__fail(-EINVAL,
+				 "hpr_create: release_delay_ms %llu is more than %u (10 min): "
+				 "released memory the kernel cannot take for that long is "
+				 "not released; use hpr_reclaim() to keep memory back",
+				 (unsigned long long)c->release_delay_ms,
+				 HPR__RELEASE_DELAY_MAX_MS);
 	if (c->workers > 1024)
 		return hpr__fail(-EINVAL,
 				 "hpr_create: %u workers is unreasonable "
@@ -205,6 +212,7 @@ static bool region_atfork(struct hpr__fork_handle *h, int phase)
 	}
 	hpr__fork_mutex(&r->lazy_mu, phase);
 	hpr__fault_table_child(r);
+	hpr__release_held_child(r);
 	/* the parent's workers are not here to collapse what it queued */
 	hpr__cq_clear(r);
 	/* mlock is not inherited (fork(2)) */
@@ -249,12 +257,22 @@ static int region_free(hpr_region *r)
 			free(atomic_load(&r->partial[i]));
 	free(r->partial);
 	free(r->state);
+	free(r->held_ns);
 	hpr__cq_free(r);
 	pthread_mutex_destroy(&r->partial_mu);
 	pthread_mutex_destroy(&r->rel_mu);
 	pthread_mutex_destroy(&r->lazy_mu);
 	free(r);
 	return rc;
+}
+
+/* The workers' idle work: released pages whose delay is over go to the
+ * kernel (release.c), then the background collapse (collapse.c). */
+static bool region_idle(hpr_region *r)
+{
+	bool more = hpr__release_idle(r);
+
+	return hpr__collapse_idle(r) || more;
 }
 
 /* A region with nothing set up yet: what region_free() can always undo. */
@@ -270,6 +288,7 @@ static hpr_region *region_alloc(const struct hpr_config *c)
 	r->flags = c->flags | (c->flags & HPR__F_ATTACHING ? HPR_F_KEEP_FILE : 0);
 	r->lazy_budget = c->lazy_budget;
 	r->psi_stall_us = c->psi_stall_us ? c->psi_stall_us : 100000;
+	r->release_delay_ns = c->release_delay_ms * 1000000ULL;
 	snprintf(r->name, sizeof(r->name), "%s", c->name ? c->name : "region");
 	pthread_mutex_init(&r->partial_mu, NULL);
 	pthread_mutex_init(&r->rel_mu, NULL);
@@ -278,7 +297,8 @@ static hpr_region *region_alloc(const struct hpr_config *c)
 	r->reclaimer_pipe[0] = r->reclaimer_pipe[1] = -1;
 	r->psi_fd = -1;
 	hpr__pool_init(r);
-	r->pool.idle = hpr__collapse_idle;
+	r->pool.idle = region_idle;
+	r->pool.due = hpr__release_due;
 	return r;
 }
 
@@ -295,7 +315,11 @@ static int region_map(hpr_region *r, const struct hpr_config *c)
 		return rc;
 	r->state = calloc(r->npages, sizeof(*r->state));
 	r->partial = calloc(r->npages, sizeof(*r->partial));
-	if (!r->state || !r->partial || hpr__cq_init(r))
+	/* release_delay_ms: when each held page was released (release.c) */
+	if (r->release_delay_ns && r->backend == HPR_BACKEND_THP)
+		r->held_ns = calloc(r->npages, sizeof(*r->held_ns));
+	if (!r->state || !r->partial || hpr__cq_init(r) ||
+	    (r->release_delay_ns && r->backend == HPR_BACKEND_THP && !r->held_ns))
 		return hpr__fail(-ENOMEM,
 				 "hpr_create: cannot allocate the fault table for %zu pages",
 				 r->npages);

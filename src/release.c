@@ -12,6 +12,19 @@
  *  While the call is in flight the pages are BUSY in the fault table, so a
  *  concurrent fault-in waits rather than losing its data to the free.
  *
+ *  THP with release_delay_ms (hpr_config): the release is a state change,
+ *  like shmem's, and the page is "held": still mapped, dirty and the
+ *  region's. A held page reused within the delay is PRESENT again at the
+ *  price of a state change (no system call, no TLB flush, no check: it
+ *  never left). The workers give the held pages whose delay is over to the
+ *  kernel with MADV_FREE, in runs, when the earliest falls due (a timed
+ *  wait, pool.due); hpr_reclaim() and the PSI reclaimer discard held pages
+ *  as any released ones. Each held page keeps the time of its release
+ *  (held_ns, 0: not held); the page's fault-table slot orders the flag's
+ *  changes: it is set while the release holds the page BUSY, cleared by
+ *  the fault-in that takes it (FAULTING), the worker that frees it or the
+ *  reclaim that discards it (BUSY).
+ *
  *  Locked THP memory (HPR_F_LOCK, or the application's mlockall: the kernel
  *  refuses MADV_FREE on VM_LOCKED VMAs with EINVAL) is released like shmem:
  *  a state change, the memory stays resident and locked; hpr_reclaim() gives
@@ -264,13 +277,177 @@ static int take_busy(hpr_region *r, size_t idx, bool wait)
 	return hpr__page_take(r, idx, HPR_PS_BIT(HPR_PS_PRESENT), HPR_PS_BUSY, wait, &was);
 }
 
+/* ---- release_delay_ms: held pages ---- */
+
+/* Page idx is not held any more (whoever changes it holds it taken). */
+static bool held_clear(hpr_region *r, size_t idx)
+{
+	if (!r->held_ns || !atomic_exchange(&r->held_ns[idx], 0))
+		return false;
+	atomic_fetch_sub(&r->held_pages, 1);
+	return true;
+}
+
+bool hpr__held_take(hpr_region *r, size_t idx)
+{
+	return held_clear(r, idx);
+}
+
+/* Lower the earliest due time to due; true when none was known (0). */
+static bool held_due(hpr_region *r, uint64_t due)
+{
+	uint64_t cur = atomic_load(&r->held_next_ns);
+
+	for (;;) {
+		if (cur && cur <= due)
+			return false;
+		if (atomic_compare_exchange_weak(&r->held_next_ns, &cur, due))
+			return cur == 0;
+	}
+}
+
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+	return !a || (b && b < a) ? b : a;
+}
+
+/* Give the BUSY held run [a, b) to the kernel: one MADV_FREE. Refused
+ * (the application mlocked the region since: EINVAL), the pages stay
+ * released by a state change, as on locked memory. */
+static void held_free_run(hpr_region *r, size_t a, size_t b)
+{
+	size_t len = (b - a) << r->page_shift;
+	int rc = hpr__os_discard(r->base + hpr__page_off(r, a), len, HPR__DISCARD_LAZY);
+
+	if (rc && rc != -EINVAL)
+		hpr__log(HPR_LOG_WARN,
+			 "region '%s': giving released [%#zx, +%#zx) to the kernel failed (%s); "
+			 "it stays resident until reused or reclaimed",
+			 r->name, hpr__page_off(r, a), len, strerror(-rc));
+	for (size_t i = a; i < b; i++) {
+		held_clear(r, i);
+		hpr__page_put(r, i, HPR_PS_LAZY, HPR_PS_LAZY);
+	}
+}
+
+/*
+ * Page i for held_flush: taken BUSY and due (true), or not, with what it
+ * tells about the next due time in *next. A page in a transition is
+ * looked at again soon; a settled page that is not LAZY has lost its
+ * flag without it being cleared (a forked child's transitions) and is
+ * cleared here, under the taken slot.
+ */
+static bool held_take_due(hpr_region *r, size_t i, bool all, uint64_t now, uint64_t *next)
+{
+	uint64_t d = r->release_delay_ns, t = atomic_load(&r->held_ns[i]);
+	uint8_t was;
+	int tk;
+
+	if (!t)
+		return false;
+	if (!all && now - t < d) {
+		*next = earlier(*next, t + d);
+		return false;
+	}
+	tk = hpr__page_take(r, i,
+			    HPR_PS_BIT(HPR_PS_LAZY) | HPR_PS_BIT(HPR_PS_PRESENT) |
+				    HPR_PS_BIT(HPR_PS_ABSENT),
+			    HPR_PS_BUSY, false, &was);
+	if (tk != 1) {
+		*next = earlier(*next, now + d / 4 + 1);
+		return false;
+	}
+	t = atomic_load(&r->held_ns[i]);
+	if (was == HPR_PS_LAZY && t && (all || now - t >= d))
+		return true;
+	if (was != HPR_PS_LAZY)
+		held_clear(r, i);
+	else if (t)
+		*next = earlier(*next, t + d);
+	hpr__page_put(r, i, was, was);
+	return false;
+}
+
+/* Free the held pages whose delay is over (all: every held page), in runs
+ * of up to 512 pages, and publish when the next is due. */
+static void held_flush(hpr_region *r, bool all)
+{
+	uint64_t now = hpr__now_ns(), next = 0;
+	size_t i = 0, n = r->npages;
+
+	/* a release from here on lowers it again (held_due); one before
+	 * this has its page flagged already, and the walk sees it */
+	atomic_store(&r->held_next_ns, 0);
+	while (i < n) {
+		size_t rs = i;
+
+		while (i < n && i - rs < 512 && held_take_due(r, i, all, now, &next))
+			i++;
+		if (i > rs)
+			held_free_run(r, rs, i);
+		else
+			i++;
+	}
+	if (next)
+		held_due(r, next);
+}
+
+bool hpr__release_idle(hpr_region *r)
+{
+	uint64_t due;
+
+	if (!r->held_ns || !atomic_load(&r->held_pages))
+		return false;
+	due = atomic_load(&r->held_next_ns);
+	if (due && due > hpr__now_ns())
+		return false;
+	held_flush(r, false);
+	return false;
+}
+
+uint64_t hpr__release_due(hpr_region *r)
+{
+	uint64_t due;
+
+	if (!r->held_ns || !atomic_load(&r->held_pages))
+		return 0;
+	due = atomic_load(&r->held_next_ns);
+	if (due)
+		return due;
+	/* held pages, none known due (a forked child's, or a walk that
+	 * met them all in a transition): walk again after one delay */
+	held_due(r, hpr__now_ns() + r->release_delay_ns);
+	return atomic_load(&r->held_next_ns);
+}
+
+void hpr__release_held_child(hpr_region *r)
+{
+	size_t n = 0;
+
+	if (!r->held_ns)
+		return;
+	for (size_t i = 0; i < r->npages; i++) {
+		if (!atomic_load_explicit(&r->held_ns[i], memory_order_relaxed))
+			continue;
+		if (hpr__page_state(r, i) == HPR_PS_LAZY)
+			n++;
+		else
+			atomic_store_explicit(&r->held_ns[i], 0, memory_order_relaxed);
+	}
+	atomic_store(&r->held_pages, n);
+	/* no worker here yet: the child's first release kicks one, which
+	 * frees what the child inherited as well */
+	atomic_store(&r->held_next_ns, 0);
+}
+
 /* Release the BUSY run [a, b): one syscall for the run. */
 static int release_run(hpr_region *r, size_t a, size_t b)
 {
 	char *p = r->base + hpr__page_off(r, a);
 	size_t len = (b - a) << r->page_shift;
 	int rc = lazyq_reserve(r, b - a);
-	bool guard_failed = false;
+	bool guard_failed = false, hold = false;
+	uint64_t now = 0;
 
 	if (rc) {
 		for (size_t i = a; i < b; i++)
@@ -282,7 +459,12 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 		rc = hpr__guard_protect(r, hpr__page_off(r, a), len, PROT_NONE);
 		guard_failed = rc != 0;
 	}
-	if (!rc && r->backend == HPR_BACKEND_THP && !hpr__mem_locked(r, false)) {
+	/* release_delay_ms: held, no system call (guard mode's pages are
+	 * PROT_NONE already: they go to the kernel at once) */
+	hold = !rc && r->held_ns && !(r->flags & HPR_F_GUARD) && !hpr__mem_locked(r, false);
+	if (hold) {
+		now = hpr__now_ns();
+	} else if (!rc && r->backend == HPR_BACKEND_THP && !hpr__mem_locked(r, false)) {
 		rc = hpr__os_discard(p, len, HPR__DISCARD_LAZY);
 		/* the kernel refuses MADV_FREE on VM_LOCKED memory (the
 		 * application's mlockall): a state change only, as on shmem */
@@ -296,9 +478,15 @@ static int release_run(hpr_region *r, size_t a, size_t b)
 			hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_PRESENT);
 			continue;
 		}
+		if (hold && !atomic_exchange(&r->held_ns[i], now))
+			atomic_fetch_add(&r->held_pages, 1);
 		hpr__page_put(r, i, HPR_PS_PRESENT, HPR_PS_LAZY);
 		lazyq_push(r, (struct lazy_ent){ .idx = i }, false);
 	}
+	/* the first held page since the workers last looked: one of them
+	 * waits for it to fall due; none can run (no thread): freed now */
+	if (hold && held_due(r, now + r->release_delay_ns) && hpr__pool_kick(r))
+		held_flush(r, true);
 	if (rc)
 		lazyq_unreserve(r, b - a);
 	if (rc && !guard_failed)
@@ -452,6 +640,8 @@ int hpr__discard_page(hpr_region *r, size_t idx)
 			if (rc == -EINVAL)
 				rc = -EPERM;
 		}
+		if (!rc) /* a held page (a save's discard of a released page) */
+			held_clear(r, idx);
 		return rc;
 	}
 	return hpr__os->fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -470,8 +660,10 @@ static int reclaim_page(hpr_region *r, size_t idx)
 	/* the recycled pool (rpool.c; off unless hpr_pool_configure turned
 	 * it on) takes a whole released THP page instead of its discard */
 	rc = hpr__rpool_take_page(r, idx) ? 0 : hpr__discard_page(r, idx);
-	if (!rc)
+	if (!rc) {
+		held_clear(r, idx);
 		atomic_fetch_add(&r->reclaimed_bytes, r->page_size);
+	}
 	hpr__page_put(r, idx, HPR_PS_LAZY, rc ? HPR_PS_LAZY : HPR_PS_ABSENT);
 	return rc ? rc : 1;
 }

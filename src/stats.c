@@ -73,6 +73,7 @@ int hpr__stats(hpr_region *r, struct hpr_stats *st)
 	st->pages_total = r->npages;
 	st->pages_present = atomic_load(&r->present_pages);
 	st->pages_lazy = atomic_load(&r->lazy_pages);
+	st->pages_held = atomic_load(&r->held_pages);
 	if (r->backend == HPR_BACKEND_THP)
 		st->lazy = (size_t)s.lazyfree;
 	else

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int pool_start(hpr_region *r);
@@ -165,6 +166,21 @@ int hpr__pool_kick(hpr_region *r)
 	return rc;
 }
 
+/* Wait on the pool's condvar until due (CLOCK_MONOTONIC ns) at most. The
+ * condvar's clock is CLOCK_REALTIME: the wait is converted, and a clock
+ * step only makes it end early or late once (the caller looks again). */
+static void wait_until(struct hpr__pool *p, uint64_t due)
+{
+	uint64_t now = hpr__now_ns(), rel = due > now ? due - now : 0, abs;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	abs = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec + rel;
+	ts.tv_sec = (time_t)(abs / 1000000000ULL);
+	ts.tv_nsec = (long)(abs % 1000000000ULL);
+	pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+}
+
 static void *worker_main(void *argp)
 {
 	struct worker_arg *wa = argp;
@@ -180,11 +196,22 @@ static void *worker_main(void *argp)
 		bool is_async;
 
 		while (!p->stopping && (!p->job || p->gen == seen)) {
+			uint64_t due;
+
 			if (atomic_load(&p->idle_want) && !p->idle_busy) {
 				run_idle(r, p);
 				continue;
 			}
-			pthread_cond_wait(&p->cv, &p->mu);
+			/* idle work that falls due by itself (release.c's held
+			 * pages): sleep until then at most */
+			due = p->idle_busy || !p->due ? 0 : p->due(r);
+			if (!due) {
+				pthread_cond_wait(&p->cv, &p->mu);
+			} else if (due <= hpr__now_ns()) {
+				atomic_store(&p->idle_want, true);
+			} else {
+				wait_until(p, due);
+			}
 		}
 		if (p->stopping)
 			break;

@@ -8,7 +8,9 @@
  * kernel discard lazily freed memory with MADV_PAGEOUT. A page a thread has
  * faulted in must never lose what the thread wrote; after a reuse each
  * 4 KiB page is the thread's last data or zeros; the final table agrees
- * with smaps (THP) and with the file's blocks (shmem).
+ * with smaps (THP) and with the file's blocks (shmem). race_thp_held runs
+ * the same with release_delay_ms 1: the workers give held pages to the
+ * kernel while the threads reuse them and the reclaimer discards them.
  */
 #include "common.h"
 
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
@@ -176,7 +179,7 @@ static void *reclaimer(void *arg)
 	return NULL;
 }
 
-static void race(enum hpr_backend be, const char *path)
+static void race(enum hpr_backend be, const char *path, unsigned delay_ms)
 {
 	struct ctx c = { 0 };
 	struct hpr_config cfg;
@@ -195,6 +198,7 @@ static void race(enum hpr_backend be, const char *path)
 	t_config(&cfg, be, path, (NT * OWN + SHARED) * 2 * MiB, 2,
 		 be == HPR_BACKEND_THP ? HPR_F_FALLBACK : 0);
 	cfg.name = "t-conc-release";
+	cfg.release_delay_ms = delay_ms;
 	rc = hpr_create(&cfg, &c.r);
 	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
 	c.hp = hpr_page_size(c.r);
@@ -229,6 +233,16 @@ static void race(enum hpr_backend be, const char *path)
 				      "page %#zx lost its final data", off);
 		}
 	ck_assert_int_eq(hpr_stats(c.r, &st), 0);
+	if (delay_ms) {
+		/* nothing is released any more: the workers give every held
+		 * page to the kernel once its delay is over */
+		for (int i = 0; i < 1000 && st.pages_held; i++) {
+			usleep(10000);
+			ck_assert_int_eq(hpr_stats(c.r, &st), 0);
+		}
+		ck_assert_msg(st.pages_held == 0, "%llu pages still held 10 s after a %u ms delay",
+			      (unsigned long long)st.pages_held, delay_ms);
+	}
 	ck_assert_uint_le(st.pages_present + st.pages_lazy, st.pages_total);
 	ck_assert_uint_ge(st.pages_present, NT * OWN);
 	{
@@ -271,13 +285,19 @@ static void race(enum hpr_backend be, const char *path)
 
 START_TEST(race_thp)
 {
-	race(HPR_BACKEND_THP, NULL);
+	race(HPR_BACKEND_THP, NULL, 0);
+}
+END_TEST
+
+START_TEST(race_thp_held)
+{
+	race(HPR_BACKEND_THP, NULL, 1);
 }
 END_TEST
 
 START_TEST(race_shmem)
 {
-	race(HPR_BACKEND_SHMEM, t_mount_tmpfs("huge=always,size=256m"));
+	race(HPR_BACKEND_SHMEM, t_mount_tmpfs("huge=always,size=256m"), 0);
 }
 END_TEST
 
@@ -288,6 +308,7 @@ static Suite *suite(void)
 
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, race_thp);
+	tcase_add_test(tc, race_thp_held);
 	tcase_add_test(tc, race_shmem);
 	suite_add_tcase(s, tc);
 	return s;

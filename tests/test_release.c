@@ -11,7 +11,11 @@
  *  - reclaim gives a tmpfs file's blocks and hugetlb pages back;
  *  - the PSI reclaimer fires under real pressure in a memory cgroup and
  *    gives the released pages back, where a region without it keeps them;
- *  - guard mode, locked regions, forked children, bad input.
+ *  - guard mode, locked regions, forked children, bad input;
+ *  - release_delay_ms (THP): a held page is not given to the kernel (no
+ *    LazyFree), comes back intact without a populate, goes to the kernel
+ *    (LazyFree) once the delay is over, to a reclaim at once, and to a
+ *    forked child as the parent's.
  */
 #include "common.h"
 
@@ -945,6 +949,149 @@ START_TEST(psi_reclaims_under_pressure)
 }
 END_TEST
 
+/* A THP region whose releases are held for delay_ms (release_delay_ms). */
+static hpr_region *mk_held(size_t size, unsigned delay_ms)
+{
+	struct hpr_config c;
+	hpr_region *r;
+	int rc;
+
+	t_config(&c, HPR_BACKEND_THP, NULL, size, 0, 0);
+	c.name = "t-release-held";
+	c.release_delay_ms = delay_ms;
+	rc = hpr_create(&c, &r);
+	ck_assert_msg(rc == 0, "create: %s", hpr_strerror(rc));
+	return r;
+}
+
+/* Held for the longest delay allowed (nothing falls due in the test): the
+ * kernel is told nothing (no LazyFree, every page still huge and
+ * resident), the library counts the pages released, a fault-in takes
+ * them back intact with no populate; a reclaim discards held pages at
+ * once, and the kernel's Rss says so. */
+START_TEST(thp_held_not_given)
+{
+	size_t size = 16 * MiB, half = size / 2, got = 0;
+	hpr_region *r = mk_held(size, 600000);
+	char *b = hpr_base(r);
+	struct t_smaps k;
+	struct hpr_stats st, st0;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	ck_assert_int_eq(hpr_stats(r, &st0), 0);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_msg(k.lazyfree == 0, "held pages went to the kernel: LazyFree %zu", k.lazyfree);
+	ck_assert_uint_eq(k.anon_huge, size);
+	ck_assert_uint_eq(k.rss, size);
+	/* released in the table, held, and not lazily free for the kernel */
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_uint_eq(st.pages_lazy, size / hpr_page_size(r));
+	ck_assert_uint_eq(st.pages_held, size / hpr_page_size(r));
+	ck_assert_uint_eq(st.lazy, 0);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	ck_assert_int_eq(hpr_stats(r, &st), 0);
+	ck_assert_uint_eq(st.populate_calls, st0.populate_calls);
+	ck_assert_uint_eq(st.pages_lazy, 0);
+	ck_assert_uint_eq(st.pages_held, 0);
+	check_intact(b, 0, size, 1);
+	/* a reclaim does not wait for the delay */
+	ck_assert_int_eq(hpr_release_lazy(r, half, half), 0);
+	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
+	ck_assert_uint_eq(got, half);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_msg(k.rss == half, "Rss %zu after reclaiming %zu of %zu held", k.rss, half,
+		      size);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	check_intact(b, 0, half, 1);
+	for (size_t o = half; o < size; o += PG)
+		ck_assert_msg(page_is(b, o, 1) == 0, "reclaimed page %#zx is not zeros", o);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* Once the delay is over, a worker gives the held pages to the kernel
+ * (LazyFree in smaps, with no call of ours); what the kernel then takes
+ * comes back as zeros, the rest intact. */
+START_TEST(thp_held_given_when_due)
+{
+	size_t size = 16 * MiB, nold, nzero;
+	hpr_region *r = mk_held(size, 20);
+	char *b = hpr_base(r);
+	struct t_smaps k = { 0 };
+	int i;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	for (i = 0; i < 1000; i++) {
+		ck_assert_int_eq(t_smaps(b, size, &k), 0);
+		if (k.lazyfree == size)
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(k.lazyfree == size, "LazyFree %zu of %zu 10 s after a 20 ms delay",
+		      k.lazyfree, size);
+	{
+		struct hpr_stats st;
+
+		ck_assert_int_eq(hpr_stats(r, &st), 0);
+		ck_assert_uint_eq(st.pages_held, 0);
+		ck_assert_uint_eq(st.pages_lazy, size / hpr_page_size(r));
+	}
+	/* the kernel takes the first half (the reclaim path pressure runs) */
+	ck_assert_int_eq(madvise(b, size / 2, MADV_PAGEOUT), 0);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	check_old_or_zero(b, 0, size, 1, &nold, &nzero);
+	ck_assert_int_eq(t_smaps(b, size, &k), 0);
+	ck_assert_msg(k.lazyfree == 0, "LazyFree %zu after the fault-in", k.lazyfree);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
+/* A child inherits held pages as released pages of its own: its fault-in
+ * finds the parent's bytes (they never left), its release and reclaim
+ * work, and the parent's pages are not touched by them. */
+START_TEST(thp_held_fork)
+{
+	size_t size = 8 * MiB;
+	hpr_region *r = mk_held(size, 600000);
+	char *b = hpr_base(r);
+	int status;
+	pid_t pid;
+
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	fill(b, 0, size, 1);
+	ck_assert_int_eq(hpr_release_lazy(r, 0, size), 0);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct hpr_stats st;
+		size_t got = 0;
+
+		if (hpr_stats(r, &st) || st.pages_held != size / hpr_page_size(r))
+			_exit(1);
+		if (hpr_fault_in(r, 0, size))
+			_exit(2);
+		for (size_t o = 0; o < size; o += PG)
+			if (page_is(b, o, 1) != 1)
+				_exit(3);
+		fill(b, 0, size, 2);
+		if (hpr_release_lazy(r, 0, size) || hpr_reclaim(r, 0, &got) || got != size)
+			_exit(4);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child: held pages not inherited intact (status %#x)", status);
+	ck_assert_int_eq(hpr_fault_in(r, 0, size), 0);
+	check_intact(b, 0, size, 1);
+	ck_assert_int_eq(hpr_destroy(r), 0);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
 	hpr_region *r = mk(W_THP, 4 * MiB, 0, 0);
@@ -965,6 +1112,16 @@ START_TEST(bad_input)
 	ck_assert_int_eq(hpr_reclaim(r, 0, &got), 0);
 	ck_assert_uint_eq(got, 0);
 	ck_assert_int_eq(hpr_destroy(r), 0);
+	{
+		struct hpr_config c;
+
+		t_config(&c, HPR_BACKEND_THP, NULL, 4 * MiB, 0, 0);
+		c.release_delay_ms = 600001;
+		rc = hpr_create(&c, &r);
+		ck_assert_int_eq(rc, -EINVAL);
+		ck_assert_msg(strstr(hpr_strerror(rc), "release_delay_ms"), "%s",
+			      hpr_strerror(rc));
+	}
 }
 END_TEST
 
@@ -1086,6 +1243,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, reclaim_oldest_first);
 	tcase_add_test(tc, reclaim_after_churn);
+	tcase_add_test(tc, thp_held_not_given);
+	tcase_add_test(tc, thp_held_given_when_due);
+	tcase_add_test(tc, thp_held_fork);
 	suite_add_tcase(s, tc);
 	return s;
 }

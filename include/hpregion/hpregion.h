@@ -174,6 +174,11 @@ struct hpr_config {
 				    window that triggers reclaim (doubled over
 				    a 2 s window without CAP_SYS_RESOURCE,
 				    Linux 6.5+); 0: 100000 (100 ms) */
+	uint64_t release_delay_ms; /* THP: hpr_release_lazy keeps a released
+				      page this long before MADV_FREE gives
+				      it to the kernel; reused before then, it
+				      costs no system call. 0 (default): at
+				      once; at most 600000 (10 min) */
 };
 
 HPR_API void hpr_config_init_sized(struct hpr_config *cfg, size_t struct_size);
@@ -267,7 +272,10 @@ HPR_API int hpr_fault_error(hpr_region *r, size_t *off);
  * huge pages are released; partial ones are remembered until the rest of
  * the huge page is released too. Call hpr_fault_in() before writing the
  * range again; each 4 KiB page then holds its old data or zeros, never data
- * from elsewhere. THP: MADV_FREE. shmem/hugetlb, and locked memory
+ * from elsewhere. THP: MADV_FREE; with release_delay_ms (hpr_config) the
+ * page is held that long first, a state change (reused before then it
+ * costs no system call and keeps its data), then the region's workers
+ * MADV_FREE it. shmem/hugetlb, and locked memory
  * (HPR_F_LOCK or the application's mlockall: the kernel refuses MADV_FREE
  * there): a state change only, the memory stays resident; hpr_reclaim(),
  * the lazy budget or PSI pressure give it back later.
@@ -322,7 +330,10 @@ struct hpr_stats {
 	uint64_t collapse_queued;  /* pages handed to the workers, in all */
 	uint64_t collapse_pending; /* of those, not yet taken up */
 	uint64_t collapse_failed;  /* taken up and left small (kernel refused) */
-	uint64_t reserved_[11];
+	/* release_delay_ms (carved out of reserved_): of pages_lazy, those
+	 * held, not yet given to the kernel (so not in lazy, its LazyFree) */
+	uint64_t pages_held;
+	uint64_t reserved_[10];
 };
 #define HPR_IO_URING 1
 #define HPR_IO_PREADWRITE 2
