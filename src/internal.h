@@ -271,14 +271,15 @@ int hpr__discard_page(hpr_region *r, size_t idx);
 bool hpr__mem_locked(hpr_region *r, bool ask_kernel);
 void hpr__partial_clear(hpr_region *r, size_t off, size_t len);
 /* release_delay_ms. hpr__release_idle: the workers' idle work, giving the
- * kernel the held pages whose delay is over (false: nothing more now);
+ * kernel the held pages whose delay is over (the next falls due by
+ * itself: pool.due);
  * hpr__release_due: when the next is due (pool.due). hpr__held_take: a
  * fault-in took LAZY page idx (FAULTING): true when it was held, which
  * makes it PRESENT again as it is (it never left). In a forked child,
  * hpr__release_held_child recounts the held pages after
  * hpr__fault_table_child. */
 #define HPR__RELEASE_DELAY_MAX_MS 600000u
-bool hpr__release_idle(hpr_region *r);
+void hpr__release_idle(hpr_region *r);
 uint64_t hpr__release_due(hpr_region *r);
 bool hpr__held_take(hpr_region *r, size_t idx);
 void hpr__release_held_child(hpr_region *r);

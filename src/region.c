@@ -270,9 +270,8 @@ static int region_free(hpr_region *r)
  * kernel (release.c), then the background collapse (collapse.c). */
 static bool region_idle(hpr_region *r)
 {
-	bool more = hpr__release_idle(r);
-
-	return hpr__collapse_idle(r) || more;
+	hpr__release_idle(r);
+	return hpr__collapse_idle(r);
 }
 
 /* A region with nothing set up yet: what region_free() can always undo. */
@@ -306,6 +305,7 @@ static hpr_region *region_alloc(const struct hpr_config *c)
 static int region_map(hpr_region *r, const struct hpr_config *c)
 {
 	int rc = hpr__numa_setup(&r->numa, c->numa_policy, c->numa_nodes);
+	bool holds;
 
 	if (rc)
 		return rc;
@@ -314,12 +314,12 @@ static int region_map(hpr_region *r, const struct hpr_config *c)
 	if (rc)
 		return rc;
 	r->state = calloc(r->npages, sizeof(*r->state));
+	holds = r->release_delay_ns && r->backend == HPR_BACKEND_THP;
 	r->partial = calloc(r->npages, sizeof(*r->partial));
 	/* release_delay_ms: when each held page was released (release.c) */
-	if (r->release_delay_ns && r->backend == HPR_BACKEND_THP)
+	if (holds)
 		r->held_ns = calloc(r->npages, sizeof(*r->held_ns));
-	if (!r->state || !r->partial || hpr__cq_init(r) ||
-	    (r->release_delay_ns && r->backend == HPR_BACKEND_THP && !r->held_ns))
+	if (!r->state || !r->partial || hpr__cq_init(r) || (holds && !r->held_ns))
 		return hpr__fail(-ENOMEM,
 				 "hpr_create: cannot allocate the fault table for %zu pages",
 				 r->npages);

@@ -392,17 +392,15 @@ static void held_flush(hpr_region *r, bool all)
 		held_due(r, next);
 }
 
-bool hpr__release_idle(hpr_region *r)
+void hpr__release_idle(hpr_region *r)
 {
 	uint64_t due;
 
 	if (!r->held_ns || !atomic_load(&r->held_pages))
-		return false;
+		return;
 	due = atomic_load(&r->held_next_ns);
-	if (due && due > hpr__now_ns())
-		return false;
-	held_flush(r, false);
-	return false;
+	if (!due || due <= hpr__now_ns())
+		held_flush(r, false);
 }
 
 uint64_t hpr__release_due(hpr_region *r)
